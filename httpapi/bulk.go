@@ -38,24 +38,6 @@ type bulkJSON struct {
 // chatSendBulk stores up to sms.MaxBulk messages in one commit; the rate
 // limit counts the request once, the plan each message.
 func (s *Server) chatSendBulk(c echo.Context) error {
-	// A retry under a key that answered already is answered (its first
-	// answer, or 422 for another body) without a place: it stores nothing,
-	// and waiting behind the company's other bulk sends could turn it into
-	// a 429. A key whose send is still running finds no answer here and
-	// waits as any send does.
-	if h := c.Request().Header.Get("Idempotency-Key"); h != "" {
-		prior, err := s.deps.SMS.KeptAnswer(principal(c).CompanyID, store.IdempotencyKey{Key: h, Route: c.Path()})
-		if err != nil {
-			return err
-		}
-		if prior != nil {
-			var in bulkBody
-			if err := bind(c, &in); err != nil {
-				return err
-			}
-			return replay(c, idempotencyKey(c, in), prior)
-		}
-	}
 	release, err := s.bulks.take(c.Request().Context(), principal(c).CompanyID)
 	if err != nil {
 		return err

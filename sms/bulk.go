@@ -116,14 +116,3 @@ func (s *Service) SendBulk(_ context.Context, in BulkInput, answer BulkAnswer) (
 	}
 	return out, prior, nil
 }
-
-// KeptAnswer is the answer the company's Idempotency-Key got on its route
-// within the last day, nil if none (or if the key is not one a send takes:
-// the send then refuses it). The bulk send asks it before it waits for a
-// place, so a retry of a send that answered already is answered at once.
-func (s *Service) KeptAnswer(companyID uint64, key store.IdempotencyKey) (*store.Idempotent, error) {
-	if key.Key == "" || checkIdempotencyKey(key.Key) != nil {
-		return nil, nil
-	}
-	return s.store.KeptAnswer(companyID, key, s.now())
-}

@@ -17,7 +17,6 @@ type Store interface {
 	DeletePool(companyID, id uint64) (store.Pool, error)
 	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func([]store.Message) (int, []byte)) ([]store.Message, *store.Idempotent, error)
-	KeptAnswer(companyID uint64, key store.IdempotencyKey, now time.Time) (*store.Idempotent, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
 	Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) ([]store.Message, error)
 	History(companyID uint64, device, phone string, page, limit int) ([]store.Message, int, error)

@@ -63,8 +63,6 @@ type Backend interface {
 	Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func(Message) (int, []byte)) (Message, *Idempotent, error)
 	EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time.Time, vet SendVet, answer func(Message) (int, []byte)) (Message, *Idempotent, error)
 	EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func([]Message) (int, []byte)) ([]Message, *Idempotent, error)
-	// KeptAnswer is the answer a company's Idempotency-Key got on its route within the last day, nil if none.
-	KeptAnswer(companyID uint64, key IdempotencyKey, now time.Time) (*Idempotent, error)
 	ExpireQueued(now time.Time, limit int) ([]Message, error)
 	Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]Message, error)
 	Generation() (uint64, error)

@@ -641,18 +641,3 @@ func (s *Store) pruneIdempotency(cutoff time.Time, batch int) (int, error) {
 		from = next
 	}
 }
-
-// KeptAnswer is the answer the company's Idempotency-Key got on its route
-// within the last day (priorAnswer), nil if none: a request under a key
-// that answered already is answered from it without its send being
-// checked again. A key whose send has not committed yet has none.
-func (s *Store) KeptAnswer(companyID uint64, key IdempotencyKey, now time.Time) (*Idempotent, error) {
-	var prior *Idempotent
-	if err := s.view(func(tx *bolt.Tx) error {
-		_, prior = priorAnswer(tx, companyID, key, now)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("store: kept answer: %w", err)
-	}
-	return prior, nil
-}

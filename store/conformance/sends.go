@@ -21,7 +21,6 @@ type SendsStore interface {
 	SetPlans(p store.Plans)
 	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func([]store.Message) (int, []byte)) ([]store.Message, *store.Idempotent, error)
-	KeptAnswer(companyID uint64, key store.IdempotencyKey, now time.Time) (*store.Idempotent, error)
 	ImportMessages(msgs []store.Message) error
 	StatsTotals(companyID uint64) (store.Counts, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
@@ -52,7 +51,6 @@ func Sends(t *testing.T, open Opener[SendsStore]) {
 	t.Run("DeviceRefusals", func(t *testing.T) { t.Parallel(); sendDeviceRefusals(t, open(t)) })
 	t.Run("Bulk", func(t *testing.T) { t.Parallel(); sendBulk(t, open(t)) })
 	t.Run("IdempotencyKeys", func(t *testing.T) { t.Parallel(); sendIdempotencyKeys(t, open(t)) })
-	t.Run("KeptAnswer", func(t *testing.T) { t.Parallel(); sendKeptAnswer(t, open(t)) })
 	t.Run("IdempotencyRace", func(t *testing.T) { t.Parallel(); sendIdempotencyRace(t, open(t)) })
 	t.Run("PruneIdempotency", func(t *testing.T) { t.Parallel(); sendPruneIdempotency(t, open(t)) })
 	t.Run("PlanLimit", func(t *testing.T) { t.Parallel(); sendPlanLimit(t, open(t)) })
@@ -359,63 +357,6 @@ func sendBulk(t *testing.T, s SendsStore) {
 	}
 	if _, _, err := s.EnqueueBulk(nil, store.IdempotencyKey{}, x.clock, nil, answer); err == nil {
 		t.Fatal("a bulk send of no messages: no error")
-	}
-}
-
-// sendKeptAnswer: KeptAnswer reads, without sending, the answer a send
-// under the key got on its route within the day, as a retry would get it;
-// none before the send, on another route, for another company, after the
-// day, or for a send that was refused.
-func sendKeptAnswer(t *testing.T, s SendsStore) {
-	x := newSender(t, s)
-	y := newSender(t, s)
-	key := store.IdempotencyKey{Key: "bulk-7", Route: "/chat/send-bulk", Digest: "d1"}
-	kept := func(companyID uint64, k store.IdempotencyKey, at time.Time) *store.Idempotent {
-		t.Helper()
-		p, err := s.KeptAnswer(companyID, k, at)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	if p := kept(x.c.ID, key, T0); p != nil {
-		t.Fatalf("before any send: %+v, want none", p)
-	}
-	if p := kept(x.c.ID, store.IdempotencyKey{}, T0); p != nil {
-		t.Fatalf("without a key: %+v, want none", p)
-	}
-	out, _, err := s.EnqueueBulk([]store.Message{x.msg("+15551230001", "one"), x.msg("+15551230002", "two")}, key, x.clock, nil,
-		func(ms []store.Message) (int, []byte) { return 200, []byte(ms[0].UUID + "," + ms[1].UUID) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The digest is the request's to compare: a lookup under another body
-	// finds the same answer.
-	for _, d := range []string{"d1", "d2"} {
-		p := kept(x.c.ID, store.IdempotencyKey{Key: key.Key, Route: key.Route, Digest: d}, T0.Add(time.Hour))
-		if p == nil || p.Status != 200 || string(p.Body) != out[0].UUID+","+out[1].UUID || p.Digest != "d1" || p.Route != key.Route {
-			t.Fatalf("the kept answer (digest %s): %+v, want the bulk send's", d, p)
-		}
-	}
-	if p := kept(x.c.ID, store.IdempotencyKey{Key: key.Key, Route: "/chat/send", Digest: "d1"}, T0); p != nil {
-		t.Fatalf("on another route: %+v, want none", p)
-	}
-	if p := kept(y.c.ID, key, T0); p != nil {
-		t.Fatalf("of another company: %+v, want none", p)
-	}
-	if p := kept(x.c.ID, key, T0.Add(24*time.Hour)); p != nil {
-		t.Fatalf("a day later: %+v, want none", p)
-	}
-	if _, _, err := s.AddOptOut(x.c.ID, "+15551230009", T0); err != nil {
-		t.Fatal(err)
-	}
-	refused := store.IdempotencyKey{Key: "bulk-8", Route: "/chat/send-bulk", Digest: "d1"}
-	if _, _, err := s.EnqueueBulk([]store.Message{x.msg("+15551230009", "stopped")}, refused, x.clock, nil,
-		func([]store.Message) (int, []byte) { return 200, nil }); !errors.Is(err, store.ErrOptedOut) {
-		t.Fatalf("a bulk send to an opted-out number: %v, want ErrOptedOut", err)
-	}
-	if p := kept(x.c.ID, refused, T0); p != nil {
-		t.Fatalf("the key of a refused send: %+v, want none", p)
 	}
 }
 

@@ -292,34 +292,3 @@ func (s *Store) PruneIdempotency(cutoff time.Time) (int, error) {
 		return deleteSome(t, "idempotency", "created_at < $2", limit, cutoff)
 	})
 }
-
-// KeptAnswer is the answer the company's Idempotency-Key got on its route
-// within the last day, nil if none: a request under a key that answered
-// already is answered from it without its send being checked again. A key
-// whose send has not committed yet (its row claimed, or written without an
-// answer) has none.
-func (s *Store) KeptAnswer(companyID uint64, key store.IdempotencyKey, now time.Time) (*store.Idempotent, error) {
-	if key.Key == "" {
-		return nil, nil
-	}
-	var prior *store.Idempotent
-	err := s.read("kept answer", func(t *txn) error {
-		var created time.Time
-		var raw []byte
-		err := t.row("SELECT created_at, rec FROM idempotency WHERE company_id = $1 AND route = $2 AND key = $3",
-			id(companyID), key.Route, key.Key).Scan(&created, &raw)
-		if errors.Is(mapErr(err), store.ErrNotFound) {
-			return nil
-		}
-		if err != nil || raw == nil || now.Sub(created) >= idempotencyTTL {
-			return err
-		}
-		var p store.Idempotent
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return err
-		}
-		prior = &p
-		return nil
-	})
-	return prior, err
-}
