@@ -3,13 +3,10 @@ package device_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/device"
-	"github.com/simrelay/simrelay/internal/storetest"
-	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -20,22 +17,7 @@ import (
 // the companies' mail bounds and the storage budget.
 func TestOfflineMailsBoundedPerCompany(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	c := storetest.Company(t, st, "Acme", "a@acme.test")
-	users, err := st.CompanyUsers(c.ID)
-	if err != nil || len(users) != 1 {
-		t.Fatalf("the company's users: %v, %v", users, err)
-	}
-	if _, err := st.UpdateUser(users[0].ID, func(u *store.User) error { u.EmailVerified = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
-	// The mails are queued in the store's outbox; nothing sends them here.
-	mailer, err := mail.New(mail.Config{SMTPURL: "smtp://127.0.0.1:1"}, st, slog.New(slog.DiscardHandler), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond, Mailer: mailer})
+	st, c, svc := alerting(t)
 	ctx := context.Background()
 	phones := device.OfflineMailsPerHour + 5
 	var fps []string

@@ -22,23 +22,9 @@ import (
 // check, having written offline, asks the hub again.
 func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	t.Parallel()
-	st := storetest.Open(t)
-	c := storetest.Company(t, st, "Acme", "a@acme.test")
-	users, err := st.CompanyUsers(c.ID)
-	if err != nil || len(users) != 1 {
-		t.Fatalf("the company's users: %v, %v", users, err)
-	}
-	if _, err := st.UpdateUser(users[0].ID, func(u *store.User) error { u.EmailVerified = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
 	// The offline mail is queued in the store's outbox (nothing sends it
 	// here): a device reported online again must not have one.
-	mailer, err := mail.New(mail.Config{SMTPURL: "smtp://127.0.0.1:1"}, st, slog.New(slog.DiscardHandler), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond, Mailer: mailer})
+	st, c, svc := alerting(t)
 	ctx := context.Background()
 	tokens, err := svc.Provision(ctx, c.ID, 0, []string{"pixel-1"})
 	if err != nil {
@@ -139,4 +125,27 @@ func TestPresenceOfADeletedDeviceIsNoError(t *testing.T) {
 	if s := logged.String(); s != "" {
 		t.Fatalf("the offline check of a deleted device logged:\n%s", s)
 	}
+}
+
+// alerting is a device service over a fresh store with a company whose
+// admin verified the address, and offline mails queued in the store's
+// outbox (nothing sends them) after a grace of a millisecond.
+func alerting(t *testing.T) (store.Backend, store.Company, *device.Service) {
+	t.Helper()
+	st := storetest.Open(t)
+	c := storetest.Company(t, st, "Acme", "a@acme.test")
+	users, err := st.CompanyUsers(c.ID)
+	if err != nil || len(users) != 1 {
+		t.Fatalf("the company's users: %v, %v", users, err)
+	}
+	if _, err := st.UpdateUser(users[0].ID, func(u *store.User) error { u.EmailVerified = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	svc := device.New(device.Config{PublicURL: "http://127.0.0.1"}, st, time.Now)
+	mailer, err := mail.New(mail.Config{SMTPURL: "smtp://127.0.0.1:1"}, st, slog.New(slog.DiscardHandler), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond, Mailer: mailer})
+	return st, c, svc
 }
