@@ -149,3 +149,8 @@ func TestAbandonedSignupsFoundWithoutWriting(t *testing.T) {
 		t.Fatalf("the abandoned sign-up: %v, want it removed", err)
 	}
 }
+
+func TestAbandonedSignupRecords(t *testing.T) {
+	t.Parallel()
+	conformance.AbandonedSignupRecords(t, open(t, t.TempDir()))
+}

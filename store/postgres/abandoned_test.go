@@ -80,3 +80,8 @@ func TestAbandonedSignupLeavesNothing(t *testing.T) {
 		t.Fatalf("the new sign-up got company %d user %d, after %d and %d", again.ID, owner.ID, c.ID, u.ID)
 	}
 }
+
+func TestAbandonedSignupRecords(t *testing.T) {
+	t.Parallel()
+	conformance.AbandonedSignupRecords(t, openStore(t, Options{}))
+}
