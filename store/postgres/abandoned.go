@@ -27,7 +27,10 @@ const companyTables = `SELECT c.table_name FROM information_schema.columns c
 // locked (in that order, the order a verification takes the token and the
 // user in) before the rule is read again and the rows deleted, so a
 // verification that commits first keeps the company, and one that comes
-// after finds its token gone. now tells a live one-time token from an
+// after finds its token gone. The owner's links are read again once the
+// owner is locked: a link stored meanwhile (a password reset asked for)
+// keeps the company, and none is stored after (PutOneTimeToken shares the
+// user's row). now tells a live one-time token from an
 // expired one. It returns how many it removed and the id of the last
 // company it looked at, 0 once none is left after it. Identity columns
 // never give an id twice, so the removed ids stay taken.
@@ -55,30 +58,8 @@ func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit
 			users = append(users, id(u))
 		}
 		// Locked, in a verification's order, then read again.
-		rows, err = t.query(`SELECT (rec->>'user_id')::bigint, rec FROM one_time_tokens
-			WHERE (rec->>'user_id')::bigint = ANY ($1) ORDER BY hash FOR UPDATE`, users)
-		if err != nil {
+		if _, err := liveLinks(t, users, now, true); err != nil {
 			return err
-		}
-		live := map[uint64]bool{}
-		for rows.Next() {
-			var uid int64
-			var raw []byte
-			if err := rows.Scan(&uid, &raw); err != nil {
-				rows.Close()
-				return err
-			}
-			var tok store.OneTimeToken
-			if err := json.Unmarshal(raw, &tok); err != nil {
-				rows.Close()
-				return err
-			}
-			if tok.UsedAt.IsZero() && now.Before(tok.ExpiresAt) {
-				live[uint64(uid)] = true
-			}
-		}
-		if rows.Err() != nil {
-			return rows.Err()
 		}
 		companies := make([]int64, 0, len(owners))
 		for c := range owners {
@@ -93,6 +74,15 @@ func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit
 		}
 		owners, err = abandonedOwners(t, companies, cutoff)
 		if err != nil || len(owners) == 0 {
+			return err
+		}
+		// The links stored since the first read, before the owners were
+		// locked: a link is stored under the user's row shared
+		// (PutOneTimeToken), so none comes from here on. They are read,
+		// not locked: a verification that holds one waits for its owner,
+		// and the company stays.
+		live, err := liveLinks(t, users, now, false)
+		if err != nil {
 			return err
 		}
 		busy, err := companiesWithRows(t, owners)
@@ -191,4 +181,34 @@ func companiesWithRows(t *txn, owners map[uint64]uint64) (map[uint64]bool, error
 		}
 	}
 	return busy, nil
+}
+
+// liveLinks says which of the users hold a one-time token not used and
+// not expired at now; with lock it locks their tokens, in hash order.
+func liveLinks(t *txn, users []int64, now time.Time, lock bool) (map[uint64]bool, error) {
+	q := `SELECT (rec->>'user_id')::bigint, rec FROM one_time_tokens WHERE (rec->>'user_id')::bigint = ANY ($1)`
+	if lock {
+		q += " ORDER BY hash FOR UPDATE"
+	}
+	rows, err := t.query(q, users)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	live := map[uint64]bool{}
+	for rows.Next() {
+		var uid int64
+		var raw []byte
+		if err := rows.Scan(&uid, &raw); err != nil {
+			return nil, err
+		}
+		var tok store.OneTimeToken
+		if err := json.Unmarshal(raw, &tok); err != nil {
+			return nil, err
+		}
+		if tok.UsedAt.IsZero() && now.Before(tok.ExpiresAt) {
+			live[uint64(uid)] = true
+		}
+	}
+	return live, rows.Err()
 }

@@ -85,3 +85,49 @@ func TestAbandonedSignupRecords(t *testing.T) {
 	t.Parallel()
 	conformance.AbandonedSignupRecords(t, openStore(t, Options{}))
 }
+
+// TestAbandonedSignupKeptForALinkMailedDuringThePrune: a password reset
+// asked for while the prune of the sign-up waits for the company's row,
+// after it read the owner's links: the owner holds a live link when the
+// prune gets the row, so the company stays, with the link.
+func TestAbandonedSignupKeptForALinkMailedDuringThePrune(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	now := time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC)
+	cutoff := now.Add(-8 * 24 * time.Hour)
+	c, u, _ := conformance.Signup(t, s, "late-reset@example.com", cutoff.Add(-48*time.Hour))
+	ctx := context.Background()
+	hold, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx) //nolint:errcheck // let go below; this frees the prune on a failure
+	if _, err := hold.Exec(ctx, "SELECT 1 FROM companies WHERE id = $1 FOR UPDATE", int64(c.ID)); err != nil {
+		t.Fatal(err)
+	}
+	var removed int
+	var perr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		removed, _, perr = s.PruneAbandonedSignups(cutoff, now, c.ID-1, 1)
+	}()
+	waitLocks(t, s, 1)
+	reset := []byte("reset-during-prune")
+	if err := s.PutOneTimeToken(reset, store.OneTimeToken{Kind: "reset", UserID: u.ID, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if perr != nil || removed != 0 {
+		t.Fatalf("PruneAbandonedSignups: %d removed (%v), want 0", removed, perr)
+	}
+	if _, err := s.Company(c.ID); err != nil {
+		t.Fatalf("the company whose owner was mailed a reset link: %v, want it kept", err)
+	}
+	if _, err := s.ConsumeOneTimeToken(reset, []string{"reset"}, now, true, func(*store.User) error { return nil }); err != nil {
+		t.Fatalf("the reset link: %v", err)
+	}
+}

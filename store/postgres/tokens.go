@@ -119,6 +119,12 @@ func (s *Store) PutOneTimeToken(hash []byte, tok store.OneTimeToken) error {
 		return err
 	}
 	return s.write("put one-time token", func(t *txn) error {
+		// The user's row, shared: the prune of an abandoned sign-up, which
+		// holds it while it reads the owner's live links and removes the
+		// company, ends before the link is stored, or reads it.
+		if _, err := t.exec("SELECT 1 FROM users WHERE id = $1 FOR KEY SHARE", id(tok.UserID)); err != nil {
+			return err
+		}
 		_, err := t.exec("INSERT INTO one_time_tokens (hash, expires_at, rec) VALUES ($1, $2, $3)", hash, tok.ExpiresAt, raw)
 		return err
 	})
