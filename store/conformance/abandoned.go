@@ -134,6 +134,10 @@ func accountsAbandonedSignups(t *testing.T, s AccountsStore) {
 	if u, err := s.User(vOwner.ID); err != nil || !u.EmailVerified {
 		t.Fatalf("verified owner: %+v (%v)", u, err)
 	}
+	// A batch of no company looks at none, and says none is left.
+	if n, last, err := s.PruneAbandonedSignups(cutoff, now, 0, 0); n != 0 || last != 0 || err != nil {
+		t.Fatalf("a batch of 0: %d removed, last %d (%v), want 0, 0", n, last, err)
+	}
 	// Nothing left to remove: a second pass removes nothing.
 	if n := pruneAllSignups(t, s, cutoff, now, 1000); n != 0 {
 		t.Fatalf("a second pass removed %d, want 0", n)

@@ -45,7 +45,7 @@ func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit
 		if ids, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
 			return err
 		}
-		if len(ids) == limit {
+		if len(ids) == limit && limit > 0 {
 			last = uint64(ids[len(ids)-1])
 		}
 		// The companies whose rows read as abandoned now, unlocked.
