@@ -26,17 +26,7 @@ func TestPresenceLinkDuringOfflineCheck(t *testing.T) {
 	// here): a device reported online again must not have one.
 	st, c, svc := alerting(t)
 	ctx := context.Background()
-	tokens, err := svc.Provision(ctx, c.ID, 0, []string{"pixel-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := svc.Authenticate(ctx, tokens[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dev, err = svc.Hello(ctx, dev, device.CheckedHello{}); err != nil {
-		t.Fatal(err)
-	}
+	dev := linked(t, svc, c.ID, "pixel-1")
 	// The hub is asked first before the new link registers (no link),
 	// and answers only once the test let the link in; after that the link
 	// is up.
@@ -94,17 +84,7 @@ func TestPresenceOfADeletedDeviceIsNoError(t *testing.T) {
 	var logged syncbuf.Buffer
 	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ctx := context.Background()
-	tokens, err := svc.Provision(ctx, c.ID, 0, []string{"pixel-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := svc.Authenticate(ctx, tokens[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dev, err = svc.Hello(ctx, dev, device.CheckedHello{}); err != nil {
-		t.Fatal(err)
-	}
+	dev := linked(t, svc, c.ID, "pixel-1")
 	asked, release := make(chan struct{}, 1), make(chan struct{})
 	p := svc.NewPresence(func(string, uint64) bool {
 		asked <- struct{}{}
@@ -148,4 +128,23 @@ func alerting(t *testing.T) (store.Backend, store.Company, *device.Service) {
 	}
 	svc.SetAlerts(device.Alerts{OfflineGrace: time.Millisecond, Mailer: mailer})
 	return st, c, svc
+}
+
+// linked provisions a phone of the company and stores its link's hello, as
+// a link that registered would.
+func linked(t *testing.T, svc *device.Service, companyID uint64, fingerprint string) store.Device {
+	t.Helper()
+	ctx := context.Background()
+	tokens, err := svc.Provision(ctx, companyID, 0, []string{fingerprint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := svc.Authenticate(ctx, tokens[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dev, err = svc.Hello(ctx, dev, device.CheckedHello{}); err != nil {
+		t.Fatal(err)
+	}
+	return dev
 }
