@@ -175,35 +175,24 @@ type CheckedHello struct {
 // checks every part of it, the device's and the agent's numbers, before it
 // stores any.
 func (s *Service) CheckHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) (CheckedHello, error) {
-	clean, appVersion, report, err := validHello(selectedSIM, sims, appVersion, health)
-	if err != nil {
-		return CheckedHello{}, err
-	}
-	return CheckedHello{selectedSIM: selectedSIM, setSIMs: sims != nil, sims: clean, appVersion: appVersion, hasHealth: health != nil, report: report}, nil
-}
-
-// validHello checks a hello's device fields and returns them as stored:
-// the SIMs, the app version mended, and the health report (zero when the
-// hello sent none).
-func validHello(selectedSIM string, sims []store.SIM, appVersion string, health *proto.Health) ([]store.SIM, string, store.DeviceHealth, error) {
-	var report store.DeviceHealth
 	if selectedSIM != "" && !ValidSelectedSIM(selectedSIM) {
-		return nil, "", report, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
+		return CheckedHello{}, problem.Invalid("selected_sim", "must be SIM1, SIM2 or BOTH")
 	}
 	clean, err := validSIMs(sims)
 	if err != nil {
-		return nil, "", report, err
+		return CheckedHello{}, err
 	}
 	appVersion = linebreak.Replace(appVersion) // mended, as in Register
 	if len(appVersion) > 64 {
-		return nil, "", report, problem.Invalid("app_version", "must be at most 64 bytes")
+		return CheckedHello{}, problem.Invalid("app_version", "must be at most 64 bytes")
 	}
+	h := CheckedHello{selectedSIM: selectedSIM, setSIMs: sims != nil, sims: clean, appVersion: appVersion, hasHealth: health != nil}
 	if health != nil {
-		if report, err = ValidHealth(*health, "health."); err != nil {
-			return nil, "", report, err
+		if h.report, err = ValidHealth(*health, "health."); err != nil {
+			return CheckedHello{}, err
 		}
 	}
-	return clean, appVersion, report, nil
+	return h, nil
 }
 
 // SeenStored waits for a closed link's last seen to be stored (the channel

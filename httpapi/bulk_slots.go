@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,10 +33,15 @@ const (
 type bulkSlots struct {
 	wait time.Duration
 
-	mu         sync.Mutex
-	perCompany map[uint64]int
-	// freed is closed, and replaced, each time a place is given back, to
-	// wake the bulk sends waiting for one.
+	mu        sync.Mutex
+	companies map[uint64]*companyBulks
+}
+
+// companyBulks is one company's bulk sends under way (n); freed is closed,
+// and replaced, each time one of them gives its place back, to wake that
+// company's bulk sends waiting for one, and no other company's.
+type companyBulks struct {
+	n     int
 	freed chan struct{}
 }
 
@@ -43,41 +49,54 @@ func newBulkSlots(wait time.Duration) *bulkSlots {
 	if wait <= 0 {
 		wait = DefaultBulkWait
 	}
-	return &bulkSlots{wait: wait, perCompany: map[uint64]int{}, freed: make(chan struct{})}
+	return &bulkSlots{wait: wait, companies: map[uint64]*companyBulks{}}
 }
 
 // take waits for a place for a bulk send of the company, at most b.wait
 // and as long as ctx lasts, and returns the function that gives it back.
 func (b *bulkSlots) take(ctx context.Context, companyID uint64) (release func(), err error) {
-	timer := time.NewTimer(b.wait)
-	defer timer.Stop()
+	var timeout <-chan time.Time // started once the bulk send has to wait
 	for {
 		b.mu.Lock()
-		if b.perCompany[companyID] < BulksPerCompany {
-			b.perCompany[companyID]++
+		c := b.companies[companyID]
+		if c == nil {
+			c = &companyBulks{freed: make(chan struct{})}
+			b.companies[companyID] = c
+		}
+		if c.n < BulksPerCompany {
+			c.n++
 			b.mu.Unlock()
 			return func() { b.release(companyID) }, nil
 		}
-		freed := b.freed
+		freed := c.freed
 		b.mu.Unlock()
+		if timeout == nil {
+			timer := time.NewTimer(b.wait)
+			defer timer.Stop()
+			timeout = timer.C
+		}
 		select {
 		case <-freed:
 			continue
-		case <-timer.C:
+		case <-timeout:
 		case <-ctx.Done(): // the client went away: the answer is for nobody
 		}
 		return nil, &problem.Error{Code: problem.RateLimited, RetryAfter: 5,
-			Message: "Your company's bulk sends under way are as many as may run at once (2); send the next once one is answered."}
+			Message: fmt.Sprintf("Your company's bulk sends under way are as many as may run at once (%d); send the next once one is answered.", BulksPerCompany)}
 	}
 }
 
-// release gives a place back and wakes the bulk sends waiting for one.
+// release gives a place back and wakes the company's bulk sends waiting
+// for one.
 func (b *bulkSlots) release(companyID uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.perCompany[companyID]--; b.perCompany[companyID] <= 0 {
-		delete(b.perCompany, companyID)
+	c := b.companies[companyID]
+	c.n--
+	close(c.freed)
+	if c.n <= 0 {
+		delete(b.companies, companyID) // its waiters, woken, find no entry and make one
+		return
 	}
-	close(b.freed)
-	b.freed = make(chan struct{})
+	c.freed = make(chan struct{})
 }
