@@ -180,32 +180,22 @@ func abandonedSignup(tx *bolt.Tx, co Company, cutoff time.Time, live func(user u
 	if held, err := live(u.ID); err != nil || held {
 		return u, false, err
 	}
-	if bytes.HasPrefix(seekKey(tx.Bucket(bucketUserFamilies), itob(u.ID)), itob(u.ID)) ||
-		bytes.HasPrefix(seekKey(tx.Bucket(bucketUserConsoleSess), itob(u.ID)), itob(u.ID)) {
+	if countPrefix(tx.Bucket(bucketUserFamilies), itob(u.ID), 1) > 0 ||
+		countPrefix(tx.Bucket(bucketUserConsoleSess), itob(u.ID), 1) > 0 {
 		return u, false, nil
 	}
 	// The owner's address, in the company's index, and nothing else.
-	emails := tx.Bucket(bucketCompanyEmails).Cursor()
-	if k, _ := emails.Seek(prefix); k == nil || !bytes.HasPrefix(k, prefix) {
-		return u, false, nil
-	} else if k2, _ := emails.Next(); k2 != nil && bytes.HasPrefix(k2, prefix) {
+	if countPrefix(tx.Bucket(bucketCompanyEmails), prefix, 2) != 1 {
 		return u, false, nil
 	}
 	found := false
 	err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-		if found || notCompanyKeyed[string(name)] {
-			return nil
+		if !found && !notCompanyKeyed[string(name)] {
+			found = countPrefix(b, prefix, 1) > 0
 		}
-		found = bytes.HasPrefix(seekKey(b, prefix), prefix)
 		return nil
 	})
 	return u, !found && err == nil, err
-}
-
-// seekKey is the first key of b at or after prefix, nil if none.
-func seekKey(b *bolt.Bucket, prefix []byte) []byte {
-	k, _ := b.Cursor().Seek(prefix)
-	return k
 }
 
 // removeSignup deletes an abandoned sign-up: its owner, with the address

@@ -136,9 +136,7 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 // any channel: one seek in agent_number_held, where its entries, if any,
 // come first under its company and id.
 func holdsNumbers(tx *bolt.Tx, companyID, deviceID uint64) bool {
-	prefix := devKey(companyID, deviceID)
-	k, _ := tx.Bucket(bucketAgentHeld).Cursor().Seek(prefix)
-	return k != nil && bytes.HasPrefix(k, prefix)
+	return countPrefix(tx.Bucket(bucketAgentHeld), devKey(companyID, deviceID), 1) > 0
 }
 
 // mayHoldNumbers unsets the device record's NoNumbers, writing the record

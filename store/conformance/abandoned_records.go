@@ -20,7 +20,8 @@ type AbandonedSignupRecordsStore interface {
 
 // AbandonedSignupRecords: a sign-up that reads as abandoned by its users
 // and key but holds one record of another kind (an opt-out, a pool, a
-// plan with a Stripe customer, a webhook set, a pending mail of its own)
+// plan with a Stripe customer, a webhook set, a pairing code no phone used
+// yet, a pending mail of its own)
 // is kept.
 func AbandonedSignupRecords(t *testing.T, s AbandonedSignupRecordsStore) {
 	now := T0.Add(30 * 24 * time.Hour)
@@ -50,6 +51,10 @@ func AbandonedSignupRecords(t *testing.T, s AbandonedSignupRecordsStore) {
 				return nil
 			})
 			return err
+		},
+		"pairing code": func(c store.Company) error {
+			code := []byte(fmt.Sprintf("abandoned-pairing-%d", unique()))
+			return s.PutPairing(code, store.Pairing{CompanyID: c.ID, ViaAPIKey: true, ExpiresAt: now.Add(time.Hour)}, old)
 		},
 		"pending mail": func(c store.Company) error {
 			m := store.Mail{CompanyID: c.ID, To: "ops@example.com", Subject: "s", Text: "t", State: "pending", CreatedAt: old}

@@ -41,6 +41,7 @@ type AccountsStore interface {
 	DeleteConsoleSession(hash []byte) error
 	PruneConsoleSessions(idleCutoff, now time.Time) (int, error)
 	PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit int) (removed int, last uint64, err error)
+	DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
 	Secret(name string, size int) ([]byte, error)
 	RotateSecrets(names []string, reseal store.Reseal) (replaced []string, resealed int, unopened []store.Company, err error)
 }
@@ -475,6 +476,25 @@ func accountsLastAdminRace(t *testing.T, s AccountsStore) {
 	}
 }
 
+// accountPairing stores a pairing code of the company, made by userID or
+// (viaKey) with the API key in userID's name, valid for an hour from T0.
+func accountPairing(t *testing.T, s AccountsStore, companyID, userID uint64, viaKey bool) []byte {
+	t.Helper()
+	code := []byte(fmt.Sprintf("pairing-%d", unique()))
+	if err := s.PutPairing(code, store.Pairing{CompanyID: companyID, UserID: userID, ViaAPIKey: viaKey, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+// accountRegister pairs a new phone with code, as the pairing's maker's.
+func accountRegister(s AccountsStore, code []byte) error {
+	_, _, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(p store.Pairing, _ *store.Device) (store.Device, error) {
+		return store.Device{UserID: p.UserID, Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-%d", unique())), CreatedAt: T0}, nil
+	})
+	return err
+}
+
 // accountsDeleteUser: a removed user is gone with their address, which
 // another signup may take, and with every session: refresh tokens are
 // refused as revoked and console sessions end. The pairing codes they made
@@ -488,19 +508,8 @@ func accountsDeleteUser(t *testing.T, s AccountsStore) {
 	if err := s.CreateUser(&m); err != nil {
 		t.Fatal(err)
 	}
-	pairing := func(userID uint64, viaKey bool) []byte {
-		code := []byte(fmt.Sprintf("pairing-%d", unique()))
-		if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, UserID: userID, ViaAPIKey: viaKey, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
-			t.Fatal(err)
-		}
-		return code
-	}
-	register := func(code []byte) error {
-		_, _, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(p store.Pairing, _ *store.Device) (store.Device, error) {
-			return store.Device{UserID: p.UserID, Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-%d", unique())), CreatedAt: T0}, nil
-		})
-		return err
-	}
+	pairing := func(userID uint64, viaKey bool) []byte { return accountPairing(t, s, c.ID, userID, viaKey) }
+	register := func(code []byte) error { return accountRegister(s, code) }
 	mine, theirs, keys, keysLater := pairing(m.ID, false), pairing(admin.ID, false), pairing(m.ID, true), pairing(m.ID, true)
 	adminsLater := pairing(admin.ID, false)
 	rt := []byte(fmt.Sprintf("rt-%d", unique()))
@@ -664,25 +673,21 @@ func accountsInviter(t *testing.T, s AccountsStore) {
 	}
 	read("invited", inv.ID, inviter.ID)
 	read("invited with no inviter", keyed.ID, 0)
-	if sum, ok := s.(interface {
-		DashboardSummary(companyID uint64, from, to time.Time, limit int) (store.Summary, error)
-	}); ok {
-		got, err := sum.DashboardSummary(a.ID, T0, T0.Add(time.Hour), 10)
-		if err != nil {
-			t.Fatal(err)
+	got, err := s.DashboardSummary(a.ID, T0, T0.Add(time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{
+		inv.Email + " invited as member by " + inviter.Email: true,
+		keyed.Email + " invited as member":                   true,
+	}
+	for _, ev := range got.Recent {
+		if ev.Type == store.ActUserInvited {
+			delete(want, ev.Description)
 		}
-		want := map[string]bool{
-			inv.Email + " invited as member by " + inviter.Email: true,
-			keyed.Email + " invited as member":                   true,
-		}
-		for _, ev := range got.Recent {
-			if ev.Type == store.ActUserInvited {
-				delete(want, ev.Description)
-			}
-		}
-		if len(want) != 0 {
-			t.Fatalf("activity %+v lacks %v", got.Recent, want)
-		}
+	}
+	if len(want) != 0 {
+		t.Fatalf("activity %+v lacks %v", got.Recent, want)
 	}
 
 	tok := []byte(fmt.Sprintf("inviter-%d", unique()))
@@ -885,19 +890,8 @@ func accountsRevokeUserSessions(t *testing.T, s AccountsStore) {
 	theirs := refreshFamily(t, s, other.ID, T0.Add(time.Hour))
 	myConsole := accountSession(t, s, u, T0, T0.Add(time.Hour))
 	theirConsole := accountSession(t, s, other, T0, T0.Add(time.Hour))
-	pairing := func(userID uint64, viaKey bool) []byte {
-		code := []byte(fmt.Sprintf("pairing-%d", unique()))
-		if err := s.PutPairing(code, store.Pairing{CompanyID: c.ID, UserID: userID, ViaAPIKey: viaKey, ExpiresAt: T0.Add(time.Hour)}, T0); err != nil {
-			t.Fatal(err)
-		}
-		return code
-	}
-	register := func(code []byte) error {
-		_, _, _, err := s.RegisterDevice(code, T0, fmt.Sprintf("fp-%d", unique()), func(p store.Pairing, _ *store.Device) (store.Device, error) {
-			return store.Device{UserID: p.UserID, Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-%d", unique())), CreatedAt: T0}, nil
-		})
-		return err
-	}
+	pairing := func(userID uint64, viaKey bool) []byte { return accountPairing(t, s, c.ID, userID, viaKey) }
+	register := func(code []byte) error { return accountRegister(s, code) }
 	myCode, keysCode, theirCode := pairing(u.ID, false), pairing(u.ID, true), pairing(other.ID, false)
 	if err := s.RevokeUserSessions(u.ID); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -152,33 +153,36 @@ func abandonedOwners(t *txn, ids []int64, cutoff time.Time) (map[uint64]uint64, 
 }
 
 // companiesWithRows says which of the companies have a row in a table of
-// companyTables: one statement a table, all in one round trip.
+// companyTables: one statement over them all, one round trip after the
+// catalogue's.
 func companiesWithRows(t *txn, owners map[uint64]uint64) (map[uint64]bool, error) {
 	rows, err := t.query(companyTables)
 	if err != nil {
 		return nil, err
 	}
 	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	if err != nil || len(tables) == 0 {
 		return nil, err
 	}
 	ids := make([]int64, 0, len(owners))
 	for c := range owners {
 		ids = append(ids, id(c))
 	}
+	parts := make([]string, len(tables))
+	for i, table := range tables {
+		parts[i] = "SELECT company_id FROM " + pgx.Identifier{table}.Sanitize() + " WHERE company_id = ANY ($1)"
+	}
+	rows, err = t.query(strings.Join(parts, " UNION "), ids)
+	if err != nil {
+		return nil, err
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
 	busy := map[uint64]bool{}
-	for _, table := range tables {
-		rows, err := t.query("SELECT DISTINCT company_id FROM "+pgx.Identifier{table}.Sanitize()+" WHERE company_id = ANY ($1)", ids)
-		if err != nil {
-			return nil, err
-		}
-		got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range got {
-			busy[uint64(c)] = true
-		}
+	for _, c := range got {
+		busy[uint64(c)] = true
 	}
 	return busy, nil
 }
