@@ -217,6 +217,17 @@ type exportOptOutJSON struct {
 // written after it, so a slow client never holds the store.
 func (s *Server) companyExport(c echo.Context) error {
 	cid := principal(c).CompanyID
+	// The slot is taken first: an export refused for it reads nothing, and
+	// its refusal is an error body before the document's headers are set
+	// (a Content-Disposition would have a browser save it as the export's
+	// file). HEAD sends no document and takes none.
+	head := c.Request().Method == http.MethodHead
+	if !head {
+		if err := s.startExport(cid); err != nil {
+			return err
+		}
+		defer s.endExport(cid)
+	}
 	st := s.deps.Store
 	co, err := st.Company(cid)
 	if err != nil {
@@ -253,16 +264,6 @@ func (s *Server) companyExport(c echo.Context) error {
 		return err
 	}
 
-	// The slot is taken before the document's headers are set: a refusal
-	// is an error body, which a Content-Disposition would have a browser
-	// save as the export's file. HEAD sends no document and takes none.
-	head := c.Request().Method == http.MethodHead
-	if !head {
-		if err := s.startExport(cid); err != nil {
-			return err
-		}
-		defer s.endExport(cid)
-	}
 	h := c.Response().Header()
 	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	h.Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="simrelay-company-%d-%s.json"`, cid, s.deps.Now().UTC().Format("20060102-150405")))
