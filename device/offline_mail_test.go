@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -39,21 +40,14 @@ func TestOfflineMailsBoundedPerCompany(t *testing.T) {
 		}
 		p.Down(dev)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	for _, fp := range fps {
-		for {
+		poll.Within(t, 10*time.Second, fp+" reported offline", func() bool {
 			d, err := svc.Get(ctx, c.ID, fp)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Health != nil && d.Health.Presence == store.PresenceOffline {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not reported offline within 10 s: %+v", fp, d.Health)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return d.Health != nil && d.Health.Presence == store.PresenceOffline
+		})
 	}
 	p.Stop()
 	mails, err := st.Mails(true)
