@@ -33,7 +33,11 @@ func TestAnnounceNamesEachNumberOnce(t *testing.T) {
 		IMessage: []proto.IMessageHandle{{Handle: "Ana@Example.com"}, {Handle: "ana@example.com"}},
 	}
 	for range 2 { // a new number, then one the device holds
-		ids, err := svc.Announce(context.Background(), d, hello)
+		checked, err := svc.CheckAnnounce(context.Background(), d, hello)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := svc.Announce(context.Background(), d, checked)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,7 @@ func TestCheckAnnounceReadsTheAnnouncedNumbersOnly(t *testing.T) {
 	check := func(hello proto.Hello) (int64, error) {
 		t.Helper()
 		before := f.st.records.Load()
-		err := f.svc.CheckAnnounce(context.Background(), f.agent, hello)
+		_, err := f.svc.CheckAnnounce(context.Background(), f.agent, hello)
 		return f.st.records.Load() - before, err
 	}
 	read, err := check(helloOf(0, 10, 200, 500, 999))
@@ -126,19 +126,23 @@ func TestCheckAnnounceCountsOnlyTheNewNumbers(t *testing.T) {
 	t.Parallel()
 	f := newFullCompany(t, channel.MaxNumbersPerCompany-1)
 	last := channel.MaxNumbersPerCompany - 1
-	if err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(0, 1, 2, 3, last)); err != nil {
+	if _, err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(0, 1, 2, 3, last)); err != nil {
 		t.Errorf("the last place taken beside 4 known numbers: %v", err)
 	}
-	if err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(last, last+1)); err == nil {
+	if _, err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(last, last+1)); err == nil {
 		t.Errorf("two new numbers in the last place: taken, want the company's bound")
 	}
-	if _, err := f.svc.Announce(context.Background(), f.agent, helloOf(0, last)); err != nil {
+	checked, err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(0, last))
+	if err != nil {
+		t.Fatalf("the last place: %v", err)
+	}
+	if _, err := f.svc.Announce(context.Background(), f.agent, checked); err != nil {
 		t.Fatalf("announce the last place: %v", err)
 	}
-	if err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(0, last)); err != nil {
+	if _, err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(0, last)); err != nil {
 		t.Errorf("the same hello again, the company full: %v", err)
 	}
-	if err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(0, last+1)); err == nil {
+	if _, err := f.svc.CheckAnnounce(context.Background(), f.agent, helloOf(0, last+1)); err == nil {
 		t.Errorf("a new number in a full company: taken, want the company's bound")
 	}
 }
@@ -162,7 +166,7 @@ func BenchmarkCheckAnnounce(b *testing.B) {
 			before := f.st.records.Load()
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := f.svc.CheckAnnounce(context.Background(), f.agent, r.hello); err != nil {
+				if _, err := f.svc.CheckAnnounce(context.Background(), f.agent, r.hello); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -20,19 +20,30 @@ import (
 
 // The agents' side, for the hub (gateway.Agents).
 
-// Announce records the numbers and handles of an agent's hello for its
-// registration (the latest hello that announces a number holds it) and
-// returns the store ids of all of them: the numbers whose jobs the link
-// carries, each once (an entry naming a number listed before it, in any
-// spelling, adds nothing). A bad entry refuses the hello, naming it
-// (whatsapp[1].phone).
-func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hello) ([]uint64, error) {
-	sets, err := s.announced(dev, hello)
-	if err != nil {
-		return nil, err
-	}
+// CheckedAnnounce is what an agent's hello tells the agents' service, held
+// to its rules by CheckAnnounce and in the form Announce and Release store
+// it: the WhatsApp numbers and iMessage handles as stored, each once, and
+// the jobs the agent holds. A hello is checked once, before any part of it
+// is stored, and Announce and Release take only what the check passed. The
+// zero CheckedAnnounce announces no number and says nothing of its jobs:
+// Announce lets go the numbers the device held, and Release does nothing.
+type CheckedAnnounce struct {
+	whatsApp []string
+	iMessage []string
+	// jobs is hello.jobs: nil when the hello said nothing of them (an
+	// agent older than revision 1.42), empty when it holds none.
+	jobs []string
+}
+
+// Announce records the numbers and handles of an agent's hello, as
+// CheckAnnounce found them, for its registration (the latest hello that
+// announces a number holds it) and returns the store ids of all of them:
+// the numbers whose jobs the link carries, each once. Announce counts the
+// company's numbers again in the write, and refuses what another agent's
+// hello made too many since the check (MaxNumbersPerCompany).
+func (s *Service) Announce(_ context.Context, dev store.Device, hello CheckedAnnounce) ([]uint64, error) {
 	var ids []uint64
-	for _, set := range sets {
+	for _, set := range hello.sets() {
 		// Called with none too: a device that held numbers lets them go.
 		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
 		if errors.Is(err, store.ErrTooManyNumbers) {
@@ -48,13 +59,18 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 	return ids, nil
 }
 
-// CheckAnnounce holds the hello's numbers and handles to the rules
-// Announce holds them to, storing nothing: a bad entry refuses the whole
+// CheckAnnounce holds the hello's numbers and handles, and the jobs it
+// names, to the rules Announce and Release hold them to, storing nothing,
+// and returns them for Announce and Release: a bad entry refuses the whole
 // hello (PROTOCOL.md section 16.1), so the link checks them before it
-// stores any part of it, the device's SIMs and app version included. The
-// company's bound on its numbers (MaxNumbersPerCompany) is counted too, on
-// the numbers stored now; Announce's write counts them again, and refuses
-// what another agent's hello made too many since.
+// stores any part of it, the device's SIMs and app version included. An
+// entry naming a number listed before it, in any spelling, adds nothing;
+// a bad one is named (whatsapp[1].phone). The company's region, which the
+// numbers are read in, is read once here, and only for a hello that names
+// a number or handle. The company's bound on its numbers
+// (MaxNumbersPerCompany) is counted too, on the numbers stored now;
+// Announce's write counts them again, and refuses what another agent's
+// hello made too many since.
 //
 // The check reads what the bound needs (store AgentNumbersNew): the
 // announced numbers looked up, and the company's numbers of the channel
@@ -72,24 +88,28 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello proto.Hell
 // hello may take the last places there), so the write's check stays
 // either way; closing the window means writing the device and its numbers
 // in one transaction, across both services and both stores.
-func (s *Service) CheckAnnounce(_ context.Context, dev store.Device, hello proto.Hello) error {
-	sets, err := s.announced(dev, hello)
-	if err != nil {
-		return err
+func (s *Service) CheckAnnounce(_ context.Context, dev store.Device, hello proto.Hello) (CheckedAnnounce, error) {
+	if len(hello.Jobs) > proto.MaxHelloJobs {
+		return CheckedAnnounce{}, problem.Invalid("jobs", fmt.Sprintf("must hold at most %d ids", proto.MaxHelloJobs))
 	}
-	for _, set := range sets {
+	checked, err := s.announced(dev, hello)
+	if err != nil {
+		return CheckedAnnounce{}, err
+	}
+	for _, set := range checked.sets() {
 		if len(set.addrs) == 0 {
 			continue
 		}
 		fresh, have, err := s.store.AgentNumbersNew(dev.CompanyID, set.channel, set.addrs)
 		if err != nil {
-			return err
+			return CheckedAnnounce{}, err
 		}
 		if fresh > 0 && have+fresh > MaxNumbersPerCompany {
-			return tooManyNumbers(set.channel)
+			return CheckedAnnounce{}, tooManyNumbers(set.channel)
 		}
 	}
-	return nil
+	checked.jobs = hello.Jobs
+	return checked, nil
 }
 
 // tooManyNumbers refuses a hello whose new numbers (or handles) of
@@ -105,43 +125,53 @@ type announcement struct {
 	addrs   []string
 }
 
-// announced is the hello's WhatsApp numbers and iMessage handles, in that
-// order, or the problem of its first bad entry.
-func (s *Service) announced(dev store.Device, hello proto.Hello) ([]announcement, error) {
-	var wa, im []string
+// sets is the hello's WhatsApp numbers and iMessage handles, in that
+// order: both channels, each perhaps with none.
+func (h CheckedAnnounce) sets() []announcement {
+	return []announcement{{WhatsApp, h.whatsApp}, {IMessage, h.iMessage}}
+}
+
+// announced is the hello's WhatsApp numbers and iMessage handles as
+// stored, each once, or the problem of its first bad entry. The company's
+// region is read only for a hello that names one.
+func (s *Service) announced(dev store.Device, hello proto.Hello) (CheckedAnnounce, error) {
+	var h CheckedAnnounce
 	if len(hello.WhatsApp) > MaxAnnounced {
-		return nil, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
+		return h, problem.Invalid("whatsapp", fmt.Sprintf("must hold at most %d numbers", MaxAnnounced))
 	}
 	if len(hello.IMessage) > MaxAnnounced {
-		return nil, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
+		return h, problem.Invalid("imessage", fmt.Sprintf("must hold at most %d handles", MaxAnnounced))
+	}
+	if len(hello.WhatsApp) == 0 && len(hello.IMessage) == 0 {
+		return h, nil
 	}
 	region, err := s.region(dev.CompanyID)
 	if err != nil {
-		return nil, err
+		return h, err
 	}
 	for i, n := range hello.WhatsApp {
 		v, err := numplan.Reported(n.Phone, region)
 		if err != nil {
-			return nil, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
+			return CheckedAnnounce{}, problem.Invalid(fmt.Sprintf("whatsapp[%d].phone", i), err.Error())
 		}
-		if !slices.Contains(wa, v) { // named twice, or in two spellings: once
-			wa = append(wa, v)
+		if !slices.Contains(h.whatsApp, v) { // named twice, or in two spellings: once
+			h.whatsApp = append(h.whatsApp, v)
 		}
 	}
-	for i, h := range hello.IMessage {
+	for i, hd := range hello.IMessage {
 		field := fmt.Sprintf("imessage[%d].handle", i)
-		if fault := phone.RecipientFault(h.Handle); fault != "" {
-			return nil, problem.Invalid(field, fault)
+		if fault := phone.RecipientFault(hd.Handle); fault != "" {
+			return CheckedAnnounce{}, problem.Invalid(field, fault)
 		}
-		v, err := normaliseHandle(h.Handle, region)
+		v, err := normaliseHandle(hd.Handle, region)
 		if err != nil {
-			return nil, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
+			return CheckedAnnounce{}, problem.Invalid(field, "must be an E.164 phone number or an e-mail address")
 		}
-		if !slices.Contains(im, v) {
-			im = append(im, v)
+		if !slices.Contains(h.iMessage, v) {
+			h.iMessage = append(h.iMessage, v)
 		}
 	}
-	return []announcement{{WhatsApp, wa}, {IMessage, im}}, nil
+	return h, nil
 }
 
 // normaliseHandle is an iMessage handle an agent reports: an E.164 number
@@ -221,15 +251,17 @@ func (s *Service) HandOut(_ context.Context, dev store.Device, seq uint64) (bool
 }
 
 // Release takes an agent's word at its hello (hello.jobs, PROTOCOL.md
-// section 16.1): held names every WhatsApp and iMessage job its journal
+// section 16.1), as CheckAnnounce found it (at most proto.MaxHelloJobs
+// ids): the jobs named are every WhatsApp and iMessage job its journal
 // holds unsettled. The queued sends handed to its registration that it
 // does not name were lost with a link before it journaled them: they go
 // to their numbers' holders at once, whose links are told of the release (on a cluster,
 // through the node that holds them; its sweep releases them too, should
-// that fail). More than proto.MaxHelloJobs ids refuse the hello (jobs).
-func (s *Service) Release(_ context.Context, dev store.Device, held []string) error {
-	if len(held) > proto.MaxHelloJobs {
-		return problem.Invalid("jobs", fmt.Sprintf("must hold at most %d ids", proto.MaxHelloJobs))
+// that fail). A hello that said nothing of its jobs releases none.
+func (s *Service) Release(_ context.Context, dev store.Device, hello CheckedAnnounce) error {
+	held := hello.jobs
+	if held == nil {
+		return nil
 	}
 	nums, err := s.store.AgentRelease(dev.CompanyID, dev.ID, held)
 	if err != nil {

@@ -82,12 +82,14 @@ func (w *moveWorld) start() *moveNode {
 }
 
 // moveOptions change a node's agent channels: their clock (time.Now when
-// nil), their gap (a millisecond when zero), and the Agents the hub uses
-// (the service itself when wrap is nil).
+// nil), their gap (a millisecond when zero), their store (the world's,
+// wrapped by store when it is not nil), and the Agents the hub uses (the
+// service itself when wrap is nil).
 type moveOptions struct {
-	now  func() time.Time
-	gap  pacing.Gap
-	wrap func(*channel.Service) Agents
+	now   func() time.Time
+	gap   pacing.Gap
+	store func(channel.Store) channel.Store
+	wrap  func(*channel.Service) Agents
 }
 
 // startWith is start with the options.
@@ -104,7 +106,11 @@ func (w *moveWorld) startWith(o moveOptions) *moveNode {
 		o.gap = pacing.Gap{Min: time.Millisecond, Max: time.Millisecond}
 	}
 	fast := channel.Pacing{Caps: pacing.Caps{PerMinute: 1000, PerHour: 10000, PerDay: 60000}, Gap: o.gap}
-	agents, err := channel.New(channel.Config{WhatsApp: fast, IMessage: fast}, w.st, log, o.now, rand.NewPCG(1, 2))
+	var agentStore channel.Store = w.st
+	if o.store != nil {
+		agentStore = o.store(agentStore)
+	}
+	agents, err := channel.New(channel.Config{WhatsApp: fast, IMessage: fast}, agentStore, log, o.now, rand.NewPCG(1, 2))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -375,7 +381,7 @@ func TestAgentHelloJobsBoundedTakesNoNumber(t *testing.T) {
 		jobs[i] = fmt.Sprintf("job-%d", i)
 	}
 	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "agent test", WhatsApp: []proto.WhatsAppNumber{{Phone: moveNumber}}, Jobs: jobs})
-	if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "invalid_hello" || !strings.Contains(f.Message, "hello.jobs") {
+	if f, ok := readFrame(t, ws).(*proto.Error); !ok || f.Code != "invalid_hello" || f.Message != "hello.jobs must hold at most 1000 ids." {
 		t.Fatalf("got %#v, want invalid_hello naming hello.jobs", f)
 	}
 	if _, _, err := ws.Read(ctx); websocket.CloseStatus(err) != proto.CloseProtocolError {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -14,13 +15,16 @@ import (
 // A link carries the jobs of the numbers and handles its hello announced,
 // one number after another, each paced by its gap.
 type Agents interface {
-	// Announce records the hello's numbers and handles for the device and
-	// returns the numbers (store ids) whose jobs the link carries.
-	Announce(ctx context.Context, dev store.Device, hello proto.Hello) ([]uint64, error)
-	// CheckAnnounce holds the hello's numbers and handles to Announce's
-	// rules, storing nothing: a problem refuses the hello before any part
-	// of it is stored.
-	CheckAnnounce(ctx context.Context, dev store.Device, hello proto.Hello) error
+	// CheckAnnounce holds the hello's numbers, handles and jobs to
+	// Announce's and Release's rules, storing nothing, and returns them as
+	// those store them: a problem refuses the hello before any part of it
+	// is stored, and the hello is checked once.
+	CheckAnnounce(ctx context.Context, dev store.Device, hello proto.Hello) (channel.CheckedAnnounce, error)
+	// Announce records the hello's numbers and handles, as CheckAnnounce
+	// found them (the zero value: none, the device's numbers let go), for
+	// the device and returns the numbers (store ids) whose jobs the link
+	// carries.
+	Announce(ctx context.Context, dev store.Device, hello channel.CheckedAnnounce) ([]uint64, error)
 	// Pending returns up to limit jobs of the number after seq after, when
 	// the device holds the number and it is not paused (a paused number's
 	// jobs are held; resuming it kicks the link).
@@ -30,11 +34,11 @@ type Agents interface {
 	// was paused since the read, the job was taken, or another agent that
 	// still exists was handed it first).
 	HandOut(ctx context.Context, dev store.Device, seq uint64) (bool, error)
-	// Release takes the agent's word at its hello (hello.jobs): the jobs
-	// handed to the device that held does not name were lost with a link,
-	// and go to their numbers' holders, whose links it kicks. A problem
-	// refuses the hello.
-	Release(ctx context.Context, dev store.Device, held []string) error
+	// Release takes the agent's word at its hello (hello.jobs, as
+	// CheckAnnounce found it): the jobs handed to the device that it does
+	// not name were lost with a link, and go to their numbers' holders,
+	// whose links it kicks.
+	Release(ctx context.Context, dev store.Device, hello channel.CheckedAnnounce) error
 	// Ready's wait is 0 when the number may dispatch a job now (and starts
 	// its gap: the turn, which gives it back), otherwise how long until it
 	// may (a number paused since its job was read waits).
@@ -44,7 +48,8 @@ type Agents interface {
 }
 
 // SetAgents wires WhatsApp and iMessage; call it before serving. Without
-// it, hello's numbers are ignored and agent inbound frames are refused.
+// it, hello's numbers and jobs are ignored and agent inbound frames are
+// refused.
 func (h *Hub) SetAgents(a Agents) { h.agents = a }
 
 // line is one number a link carries jobs for.

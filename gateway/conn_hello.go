@@ -7,10 +7,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -42,13 +42,6 @@ func (c *conn) hello() bool {
 		c.fail(proto.CloseUnsupportedVer, "unsupported_protocol", "This server speaks protocol version 1.")
 		return false
 	}
-	if len(hello.Jobs) > proto.MaxHelloJobs {
-		// Refused whole before anything of it is stored, as a bad number
-		// is: its numbers are not taken from the agents holding them by an
-		// agent the refusal leaves without a link.
-		c.fail(proto.CloseProtocolError, "invalid_hello", problem.Invalid("hello.jobs", fmt.Sprintf("must hold at most %d ids", proto.MaxHelloJobs)).Message)
-		return false
-	}
 	sims := make([]store.SIM, 0, len(hello.SIMs))
 	for _, s := range hello.SIMs {
 		sims = append(sims, store.SIM(s))
@@ -59,11 +52,16 @@ func (c *conn) hello() bool {
 	// A bad entry refuses the whole hello (PROTOCOL.md section 16.1): every
 	// part of it is checked before any is stored, so that a refused hello
 	// leaves the device's SIMs, app version, health and last seen, and the
-	// numbers' holders, as they were.
+	// numbers' holders, as they were. The agents' part, its numbers,
+	// handles and jobs (more than proto.MaxHelloJobs refuse it: its
+	// numbers are not taken from the agents holding them by an agent the
+	// refusal leaves without a link), is checked once, here, and stored as
+	// the check found it.
 	checked, err := h.devices.CheckHello(hello.SelectedSIM, sims, hello.AppVersion, hello.Health)
 	announces := h.agents != nil && (len(hello.WhatsApp) > 0 || len(hello.IMessage) > 0)
-	if err == nil && announces {
-		err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
+	var agent channel.CheckedAnnounce
+	if err == nil && h.agents != nil && (announces || hello.Jobs != nil) {
+		agent, err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
 	}
 	if err != nil {
 		c.refuseHello(err, "check hello numbers")
@@ -86,7 +84,7 @@ func (c *conn) hello() bool {
 	// it holds any (store.Device.NoNumbers), so the hello of an SMS phone
 	// that holds none makes no agent write.
 	if announces || (h.agents != nil && !dev.NoNumbers) {
-		ids, err := h.agents.Announce(context.Background(), dev, *hello)
+		ids, err := h.agents.Announce(context.Background(), dev, agent)
 		if err != nil {
 			c.refuseHello(err, "store hello numbers")
 			return false
@@ -99,7 +97,7 @@ func (c *conn) hello() bool {
 		// After the numbers: a job handed to this registration and not
 		// named is another agent's once the number has moved, and this
 		// link (which pumps once the hello is done) has not written it.
-		if err := h.agents.Release(context.Background(), dev, hello.Jobs); err != nil {
+		if err := h.agents.Release(context.Background(), dev, agent); err != nil {
 			c.refuseHello(err, "release the agent jobs its hello does not hold")
 			return false
 		}

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/store"
 )
@@ -17,7 +16,7 @@ type announceCounter struct {
 	n atomic.Int64
 }
 
-func (a *announceCounter) Announce(ctx context.Context, dev store.Device, hello proto.Hello) ([]uint64, error) {
+func (a *announceCounter) Announce(ctx context.Context, dev store.Device, hello channel.CheckedAnnounce) ([]uint64, error) {
 	a.n.Add(1)
 	return a.Agents.Announce(ctx, dev, hello)
 }
