@@ -498,6 +498,49 @@ func afterCopy(t *testing.T, pg *postgres.Store, f copied) {
 	if d := conformance.Device(t, pg, f.deleted.CompanyID, f.deleted.Fingerprint); d.ID <= f.lastDeviceID {
 		t.Errorf("a registration made after the copy got id %d, not above %d", d.ID, f.lastDeviceID)
 	}
+	copiedHolders(t, pg, f)
+}
+
+// copiedHolders: the copied registrations say what they hold
+// (Device.NoNumbers), and their hellos on PostgreSQL agree with the copied
+// numbers: the agent that holds the WhatsApp number may hold one, and its
+// hello finds it; a phone that never announced one holds none, and its
+// hello reads nothing more. The copy is the one write besides
+// AnnounceNumbers that gives a registration numbers; a record saying none
+// while it holds one would keep a hello of none from letting them go.
+func copiedHolders(t *testing.T, pg *postgres.Store, f copied) {
+	t.Helper()
+	hello := func(d store.Device) store.Device {
+		t.Helper()
+		got, err := pg.UpdateDeviceWith(d.CompanyID, d.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+			d.LastSeenAt = t0
+			return nil, nil
+		})
+		if err != nil {
+			t.Fatalf("the hello of %s after the copy: %v", d.Fingerprint, err)
+		}
+		return got
+	}
+	agent, err := pg.CompanyDevice(f.number.CompanyID, "agent-1")
+	if err != nil || agent.ID != f.number.DeviceID || agent.NoNumbers {
+		t.Fatalf("the copied agent: id %d, holds none %v (%v); want the number's holder %d, which may hold one", agent.ID, agent.NoNumbers, err, f.number.DeviceID)
+	}
+	if got := hello(agent); got.NoNumbers {
+		t.Errorf("the copied agent's hello says it holds none, while it holds %s", f.number.Address)
+	}
+	phone, err := pg.CompanyDevice(f.companies[0], "phone-a")
+	if err != nil || !phone.NoNumbers {
+		t.Errorf("the copied SMS phone: holds none %v (%v), want true", phone.NoNumbers, err)
+	}
+	if got := hello(phone); !got.NoNumbers {
+		t.Errorf("the copied SMS phone's hello says it may hold a number")
+	}
+	if _, err := pg.AnnounceNumbers(agent.CompanyID, agent.ID, store.ChannelNameWhatsApp, nil, t0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := hello(agent); !got.NoNumbers {
+		t.Errorf("the copied agent's hello after it let its number go says it may hold one")
+	}
 }
 
 // A copy that fails part way leaves the database as it was: empty, ready
