@@ -113,7 +113,8 @@ func TestMigration0020IndexesTheHandedSends(t *testing.T) {
 		t.Fatalf("migration 0020 is not where this test reads it: %d migrations", len(ms))
 	}
 	s := openURL(t, url, Options{})
-	for _, sql := range []string{"DROP INDEX messages_handed", "DELETE FROM schema_version WHERE version = 20"} {
+	// Back to 0019 (0021, which followed, undone first).
+	for _, sql := range append(back0020, "DROP INDEX messages_handed", "DELETE FROM schema_version WHERE version = 20") {
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}

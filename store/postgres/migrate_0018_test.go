@@ -24,16 +24,16 @@ func TestMigration0018IndexesThePendingDeliveries(t *testing.T) {
 	s := openURL(t, url, Options{})
 	at := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
 	// Back to 0017 before any delivery is written: they are written
-	// without the index, as on a database of 0017 (0019 and 0020, which
+	// without the index, as on a database of 0017 (0019 to 0021, which
 	// followed, undone first).
-	for _, sql := range []string{
+	for _, sql := range append(back0020,
 		"DROP INDEX messages_handed",
 		"DELETE FROM schema_version WHERE version = 20",
 		"DROP TABLE login_windows",
 		"DELETE FROM schema_version WHERE version = 19",
 		"DROP INDEX webhook_deliveries_entry_due",
 		"DELETE FROM schema_version WHERE version = 18",
-	} {
+	) {
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
