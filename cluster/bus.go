@@ -79,13 +79,17 @@ const (
 	flushWait = time.Second
 	leaveWait = time.Second
 	// queueSize and queueBytes bound the signals that Publish hands to
-	// the bus's sender, by count and by bytes, like Live's queue: the
-	// sender waits on the client's lock, which a reconnection's handshake
-	// with a server that accepted the connection and stays silent holds
-	// for the connect timeout (10 s), and a write to a server that stopped
-	// reading for writeTimeout. A thousand signals cover several hundred
-	// sends meanwhile; 8 MiB, a thousand kick batches or large live events.
-	// Past either a signal is dropped, logged as one dropped by the client.
+	// the bus's sender, by count and by bytes: the sender waits on the
+	// client's lock, which a reconnection's handshake with a server that
+	// accepted the connection and stays silent holds for the connect
+	// timeout (10 s), and a write to a server that stopped reading for
+	// writeTimeout. A thousand signals cover several hundred sends
+	// meanwhile; 8 MiB, a thousand kick batches or large live events (most
+	// are under a kilobyte, but an inbound message of 10,000 characters
+	// written out in JSON escapes is some 60 KB: a thousand of those would
+	// hold 60 MB). Past either a signal is dropped, logged as one dropped
+	// by the client. The console's live events (Live) have no queue of
+	// their own: they join this one.
 	queueSize  = 1024
 	queueBytes = 8 << 20
 )
@@ -204,10 +208,12 @@ type Bus struct {
 }
 
 // outgoing is one signal for the sender to hand to the client, or a mark:
-// reached set, closed when the sender gets to it.
+// reached set, closed when the sender gets to it. tally (nil: none) counts
+// the signal if it is dropped.
 type outgoing struct {
 	subject string
 	data    []byte
+	tally   *atomic.Uint64
 	reached chan struct{}
 }
 
@@ -296,27 +302,35 @@ func (b *Bus) Node() string { return b.node }
 // when the queue is full, the bus closed or the client's reconnection
 // buffer full. The queue keeps data until it is sent: the caller must not
 // change it afterwards.
-func (b *Bus) Publish(topic string, data []byte) {
+func (b *Bus) Publish(topic string, data []byte) { b.publish(topic, data, nil) }
+
+// publish is Publish, adding one to tally (nil: nothing) when the signal
+// is dropped, now or by the sender.
+func (b *Bus) publish(topic string, data []byte, tally *atomic.Uint64) {
 	if b.stopped.Load() {
-		b.dropped(topic, nats.ErrConnectionClosed)
+		b.dropped(topic, tally, nats.ErrConnectionClosed)
 		return
 	}
 	n := int64(len(data))
 	if b.queued.Add(n) > queueBytes {
 		b.queued.Add(-n)
-		b.dropped(topic, errQueueFull)
+		b.dropped(topic, tally, errQueueFull)
 		return
 	}
 	select {
-	case b.out <- outgoing{subject: b.prefix + "." + topic, data: data}:
+	case b.out <- outgoing{subject: b.prefix + "." + topic, data: data, tally: tally}:
 	default:
 		b.queued.Add(-n)
-		b.dropped(topic, errQueueFull)
+		b.dropped(topic, tally, errQueueFull)
 	}
 }
 
-// dropped logs a signal dropped, at most a line every dropLogEvery.
-func (b *Bus) dropped(topic string, err error) {
+// dropped counts a signal dropped in tally (nil: nowhere) and logs it, at
+// most a line every dropLogEvery.
+func (b *Bus) dropped(topic string, tally *atomic.Uint64, err error) {
+	if tally != nil {
+		tally.Add(1)
+	}
 	if suppressed, ok := b.drops.Due(time.Now(), dropLogEvery); ok {
 		b.log.Warn("bus: signal dropped", "topic", topic, "err", err, "suppressed", suppressed)
 	}
@@ -357,7 +371,7 @@ func (b *Bus) hand(m outgoing) {
 	}
 	b.queued.Add(-int64(len(m.data)))
 	if err := b.nc.Publish(m.subject, m.data); err != nil {
-		b.dropped(m.subject[len(b.prefix)+1:], err)
+		b.dropped(m.subject[len(b.prefix)+1:], m.tally, err)
 	}
 }
 

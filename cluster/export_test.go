@@ -22,3 +22,7 @@ const ProductionPings = pingEvery
 
 // QueueSize is how many signals wait for the bus's sender at most.
 const QueueSize = queueSize
+
+// Waiting is how many signals (and marks) wait in the queue for the bus's
+// sender.
+func (b *Bus) Waiting() int { return len(b.out) }
