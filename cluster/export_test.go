@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,3 +27,9 @@ const QueueSize = queueSize
 // Waiting is how many signals (and marks) wait in the queue for the bus's
 // sender.
 func (b *Bus) Waiting() int { return len(b.out) }
+
+// PublishCounted is Publish, adding one to tally when the signal is
+// dropped, as Live counts its events.
+func (b *Bus) PublishCounted(topic string, data []byte, tally *atomic.Uint64) {
+	b.publish(topic, data, tally)
+}

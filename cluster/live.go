@@ -26,8 +26,9 @@ const liveGapCheck = time.Second
 // bytes, shared with the node's other signals) one goroutine hands to the
 // NATS client in order, so the other nodes hear a node's events in the
 // order offered. An event dropped on the way (the bus's queue full, the
-// client's reconnection buffer full, the bus closed) or offered after
-// Close is counted in Dropped; the bus logs its drops. A
+// client's reconnection buffer full, the bus closed or closing before it
+// was sent) or offered after Close is counted in Dropped; the bus logs its
+// drops. A
 // goroutine owned by Live, ended by Close, looks for the bus's
 // reconnections (onGap).
 type Live struct {
