@@ -28,8 +28,7 @@ const liveGapCheck = time.Second
 // order offered. An event dropped on the way (the bus's queue full, the
 // client's reconnection buffer full, the bus closed or closing before it
 // was sent) or offered after Close is counted in Dropped; the bus logs its
-// drops. A
-// goroutine owned by Live, ended by Close, looks for the bus's
+// drops. A goroutine owned by Live, ended by Close, looks for the bus's
 // reconnections (onGap).
 type Live struct {
 	bus     *Bus
@@ -83,7 +82,8 @@ func (l *Live) Offer(company uint64, body []byte) {
 	l.bus.publish(liveTopic+strconv.FormatUint(company, 10), body, &l.dropped)
 }
 
-// Dropped is how many events never went to the bus.
+// Dropped is how many events offered never reached the bus: dropped on
+// the way, or offered after Close.
 func (l *Live) Dropped() uint64 { return l.dropped.Load() }
 
 // Close stops looking for the bus's reconnections; later Offers are
