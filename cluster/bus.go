@@ -208,9 +208,6 @@ type Bus struct {
 	flushBy time.Time // set before stop is closed
 	sent    chan struct{}
 	once    sync.Once // Close's
-	// unsent is how many signals Close dropped from the queue, the
-	// sender having stopped before them; set before Close returns.
-	unsent int
 
 	drops logspacing.Spacer // spaces Publish's lines of signals dropped
 }
@@ -354,13 +351,12 @@ func (b *Bus) dropped(topic string, tally *atomic.Uint64, err error) {
 }
 
 // send hands the queued signals to the client, one at a time in order,
-// until Close; then what is still queued until flushBy, and none after
-// it (Close drops them). Handing one on
-// waits while the client's lock is held: by a reconnection's handshake
-// with a silent server (up to the connect timeout), by a write to a
-// server that stopped reading (up to writeTimeout). Only the sender waits
-// then; the client buffers what it is handed while it reconnects
-// (reconnectBuffer).
+// until Close; then what is still queued until flushBy, and none after it
+// (Close drops them). Handing one on waits while the client's lock is
+// held: by a reconnection's handshake with a silent server (up to the
+// connect timeout), by a write to a server that stopped reading (up to
+// writeTimeout). Only the sender waits then; the client buffers what it
+// is handed while it reconnects (reconnectBuffer).
 func (b *Bus) send() {
 	defer close(b.sent)
 	for {
@@ -534,13 +530,13 @@ func (b *Bus) close() {
 	}
 	// Nothing joins the queue any more (stopped), and the sender hands
 	// nothing on past flushBy: what is left is dropped.
-	b.unsent = b.discard()
+	unsent := b.discard()
 	switch {
 	case waited:
 		b.log.Warn("bus: closed while the client still waits on the server; it leaves once its connection attempt ends",
-			"waited", (flushWait + leaveWait).String(), "unsent", b.unsent)
-	case b.unsent > 0:
-		b.log.Warn("bus: closed with signals unsent", "waited", flushWait.String(), "unsent", b.unsent)
+			"waited", (flushWait + leaveWait).String(), "unsent", unsent)
+	case unsent > 0:
+		b.log.Warn("bus: closed with signals unsent", "waited", flushWait.String(), "unsent", unsent)
 	default:
 		b.log.Info("bus: closed", "unsent", 0)
 	}
