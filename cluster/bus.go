@@ -79,13 +79,17 @@ const (
 	flushWait = time.Second
 	leaveWait = time.Second
 	// queueSize and queueBytes bound the signals that Publish hands to
-	// the bus's sender, by count and by bytes, like Live's queue: the
-	// sender waits on the client's lock, which a reconnection's handshake
-	// with a server that accepted the connection and stays silent holds
-	// for the connect timeout (10 s), and a write to a server that stopped
-	// reading for writeTimeout. A thousand signals cover several hundred
-	// sends meanwhile; 8 MiB, a thousand kick batches or large live events.
-	// Past either a signal is dropped, logged as one dropped by the client.
+	// the bus's sender, by count and by bytes: the sender waits on the
+	// client's lock, which a reconnection's handshake with a server that
+	// accepted the connection and stays silent holds for the connect
+	// timeout (10 s), and a write to a server that stopped reading for
+	// writeTimeout. A thousand signals cover several hundred sends
+	// meanwhile; 8 MiB, a thousand kick batches or large live events (most
+	// are under a kilobyte, but an inbound message of 10,000 characters
+	// written out in JSON escapes is some 60 KB: a thousand of those would
+	// hold 60 MB). Past either a signal is dropped, logged as one dropped
+	// by the client. The console's live events (Live) have no queue of
+	// their own: they join this one.
 	queueSize  = 1024
 	queueBytes = 8 << 20
 )
@@ -191,10 +195,15 @@ type Bus struct {
 	// out is the signals published that the sender (send) has not handed
 	// to the client yet, and marks (Ready's); queued is their bytes.
 	// Close sets stopped, then closes stop, and the sender hands on what
-	// is queued until flushBy, then closes sent.
+	// is queued until flushBy, then closes sent; Close drops what it left.
+	// A Publish holds admit's read lock from its look at stopped until its
+	// signal is queued, and Close sets stopped under its write lock: no
+	// signal joins the queue once Close set it, so none waits there after
+	// the sender stopped without Close seeing it.
 	out     chan outgoing
 	queued  atomic.Int64
-	stopped atomic.Bool
+	admit   sync.RWMutex
+	stopped bool // guarded by admit
 	stop    chan struct{}
 	flushBy time.Time // set before stop is closed
 	sent    chan struct{}
@@ -204,10 +213,12 @@ type Bus struct {
 }
 
 // outgoing is one signal for the sender to hand to the client, or a mark:
-// reached set, closed when the sender gets to it.
+// reached set, closed when the sender gets to it. tally (nil: none) counts
+// the signal if it is dropped.
 type outgoing struct {
 	subject string
 	data    []byte
+	tally   *atomic.Uint64
 	reached chan struct{}
 }
 
@@ -296,45 +307,62 @@ func (b *Bus) Node() string { return b.node }
 // when the queue is full, the bus closed or the client's reconnection
 // buffer full. The queue keeps data until it is sent: the caller must not
 // change it afterwards.
-func (b *Bus) Publish(topic string, data []byte) {
-	if b.stopped.Load() {
-		b.dropped(topic, nats.ErrConnectionClosed)
-		return
-	}
-	n := int64(len(data))
-	if b.queued.Add(n) > queueBytes {
-		b.queued.Add(-n)
-		b.dropped(topic, errQueueFull)
-		return
-	}
-	select {
-	case b.out <- outgoing{subject: b.prefix + "." + topic, data: data}:
-	default:
-		b.queued.Add(-n)
-		b.dropped(topic, errQueueFull)
+func (b *Bus) Publish(topic string, data []byte) { b.publish(topic, data, nil) }
+
+// publish is Publish, adding one to tally (nil: nothing) when the signal
+// is dropped, now, by the sender or at Close.
+func (b *Bus) publish(topic string, data []byte, tally *atomic.Uint64) {
+	if err := b.enqueue(outgoing{subject: b.prefix + "." + topic, data: data, tally: tally}); err != nil {
+		b.dropped(topic, tally, err)
 	}
 }
 
-// dropped logs a signal dropped, at most a line every dropLogEvery.
-func (b *Bus) dropped(topic string, err error) {
+// enqueue queues m for the sender, or says why not: the bus closed, or
+// the queue full.
+func (b *Bus) enqueue(m outgoing) error {
+	b.admit.RLock()
+	defer b.admit.RUnlock()
+	if b.stopped {
+		return nats.ErrConnectionClosed
+	}
+	n := int64(len(m.data))
+	if b.queued.Add(n) > queueBytes {
+		b.queued.Add(-n)
+		return errQueueFull
+	}
+	select {
+	case b.out <- m:
+		return nil
+	default:
+		b.queued.Add(-n)
+		return errQueueFull
+	}
+}
+
+// dropped counts a signal dropped in tally (nil: nowhere) and logs it, at
+// most a line every dropLogEvery.
+func (b *Bus) dropped(topic string, tally *atomic.Uint64, err error) {
+	if tally != nil {
+		tally.Add(1)
+	}
 	if suppressed, ok := b.drops.Due(time.Now(), dropLogEvery); ok {
 		b.log.Warn("bus: signal dropped", "topic", topic, "err", err, "suppressed", suppressed)
 	}
 }
 
 // send hands the queued signals to the client, one at a time in order,
-// until Close; then what is still queued until flushBy. Handing one on
-// waits while the client's lock is held: by a reconnection's handshake
-// with a silent server (up to the connect timeout), by a write to a
-// server that stopped reading (up to writeTimeout). Only the sender waits
-// then; the client buffers what it is handed while it reconnects
-// (reconnectBuffer).
+// until Close; then what is still queued until flushBy, and none after it
+// (Close drops them). Handing one on waits while the client's lock is
+// held: by a reconnection's handshake with a silent server (up to the
+// connect timeout), by a write to a server that stopped reading (up to
+// writeTimeout). Only the sender waits then; the client buffers what it
+// is handed while it reconnects (reconnectBuffer).
 func (b *Bus) send() {
 	defer close(b.sent)
 	for {
+		// Close first: with signals queued as well, a select would take
+		// either, and hand them on past flushBy.
 		select {
-		case m := <-b.out:
-			b.hand(m)
 		case <-b.stop:
 			for time.Now().Before(b.flushBy) {
 				select {
@@ -345,6 +373,12 @@ func (b *Bus) send() {
 				}
 			}
 			return
+		default:
+		}
+		select {
+		case m := <-b.out:
+			b.hand(m)
+		case <-b.stop:
 		}
 	}
 }
@@ -357,7 +391,7 @@ func (b *Bus) hand(m outgoing) {
 	}
 	b.queued.Add(-int64(len(m.data)))
 	if err := b.nc.Publish(m.subject, m.data); err != nil {
-		b.dropped(m.subject[len(b.prefix)+1:], err)
+		b.dropped(m.subject[len(b.prefix)+1:], m.tally, err)
 	}
 }
 
@@ -452,11 +486,15 @@ func (b *Bus) enter() bool {
 // running (within closeWait, logged past it), sends what is queued and
 // buffered (within flushWait) and leaves the bus (within leaveWait more,
 // logged past it: the client leaves by itself once a reconnection's
-// handshake under way ends). The client's own Close does not wait for a
-// handler under way: one could go on after the node stopped (a control
-// run on a hub shut down, a live event handed to the console's streams,
-// an answer to a question on a closed connection). A second Close does
-// nothing.
+// handshake under way ends). A signal published as it closes is sent or
+// dropped, never left in the queue: once Close began sending what is
+// queued, Publish drops; what the sender did not get to within flushWait
+// is dropped, counted where its publisher counts drops; Close logs once
+// how many (unsent=), whatever it waited. The client's own Close does not
+// wait for a handler under way: one could go on after the node stopped (a
+// control run on a hub shut down, a live event handed to the console's
+// streams, an answer to a question on a closed connection). A second
+// Close does nothing.
 func (b *Bus) Close() { b.once.Do(b.close) }
 
 func (b *Bus) close() {
@@ -470,8 +508,10 @@ func (b *Bus) close() {
 	case <-time.After(b.closeWait):
 		b.log.Warn("bus: closed with a handler of a message still running", "waited", b.closeWait.String())
 	}
+	b.admit.Lock()
 	b.flushBy = time.Now().Add(flushWait)
-	b.stopped.Store(true)
+	b.stopped = true
+	b.admit.Unlock()
 	close(b.stop)
 	left := make(chan struct{})
 	go func() {
@@ -482,11 +522,45 @@ func (b *Bus) close() {
 		}
 		b.nc.Close()
 	}()
+	waited := false
 	select {
 	case <-left:
 	case <-time.After(time.Until(b.flushBy) + leaveWait):
+		waited = true
+	}
+	// Nothing joins the queue any more (stopped), and the sender hands
+	// nothing on past flushBy: what is left is dropped.
+	unsent := b.discard()
+	switch {
+	case waited:
 		b.log.Warn("bus: closed while the client still waits on the server; it leaves once its connection attempt ends",
-			"waited", (flushWait + leaveWait).String(), "unsent", len(b.out))
+			"waited", (flushWait + leaveWait).String(), "unsent", unsent)
+	case unsent > 0:
+		b.log.Warn("bus: closed with signals unsent", "waited", flushWait.String(), "unsent", unsent)
+	default:
+		b.log.Info("bus: closed", "unsent", 0)
+	}
+}
+
+// discard empties the queue at Close, each signal counted as dropped
+// where its publisher counts them, and says how many there were. A mark
+// left is no signal: its Ready ends with the sender or its context.
+func (b *Bus) discard() int {
+	n := 0
+	for {
+		select {
+		case m := <-b.out:
+			if m.reached != nil {
+				continue
+			}
+			b.queued.Add(-int64(len(m.data)))
+			if m.tally != nil {
+				m.tally.Add(1)
+			}
+			n++
+		default:
+			return n
+		}
 	}
 }
 

@@ -297,8 +297,10 @@ func TestSignalsQueuedDuringASilentReconnectionArriveInOrder(t *testing.T) {
 // accepted the connection and stays silent: the client's own Close waits
 // for its lock, which the handshake holds for the connect timeout (10 s
 // here). Close returns within its bounds (a second for what is queued,
-// a second more to leave), saying so in the log, and the client leaves
-// once the handshake ends.
+// a second more to leave), saying so in the log with the signals it left
+// unsent, each counted as dropped where its publisher counts them, and
+// the client leaves once the handshake ends. Before, those signals were
+// named in the log only.
 func TestCloseDoesNotWaitOutASilentReconnection(t *testing.T) {
 	t.Parallel()
 	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
@@ -314,6 +316,15 @@ func TestCloseDoesNotWaitOutASilentReconnection(t *testing.T) {
 	relay.muted.Store(true)
 	relay.cut()
 	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	// The sender takes a first signal and waits on the client's lock with
+	// it; those after it wait in the queue.
+	b.Publish("signal", []byte("x"))
+	poll.Until(t, "the sender waiting with a signal", func() bool { return b.Waiting() == 0 })
+	const queued = 10
+	var tally atomic.Uint64
+	for range queued {
+		b.PublishCounted("signal", []byte("x"), &tally)
+	}
 	const bound = 5 * time.Second
 	closed := make(chan struct{})
 	go func() { b.Close(); close(closed) }()
@@ -322,8 +333,12 @@ func TestCloseDoesNotWaitOutASilentReconnection(t *testing.T) {
 	case <-time.After(bound):
 		t.Fatalf("Close during a silent server's handshake waited past %s (the handshake's timeout is %s)", bound, cluster.DefaultConnectTimeout)
 	}
-	if !strings.Contains(out.String(), "bus: closed while the client still waits on the server") {
-		t.Errorf("Close's early return not logged; the log:\n%s", out.String())
+	if !strings.Contains(out.String(), "bus: closed while the client still waits on the server") ||
+		!strings.Contains(out.String(), "unsent="+strconv.Itoa(queued)) {
+		t.Errorf("Close's early return not logged with %d signals unsent; the log:\n%s", queued, out.String())
+	}
+	if n := tally.Load(); n != queued {
+		t.Errorf("%d of the %d signals left unsent counted as dropped", n, queued)
 	}
 }
 

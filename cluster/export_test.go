@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,3 +23,13 @@ const ProductionPings = pingEvery
 
 // QueueSize is how many signals wait for the bus's sender at most.
 const QueueSize = queueSize
+
+// Waiting is how many signals (and marks) wait in the queue for the bus's
+// sender.
+func (b *Bus) Waiting() int { return len(b.out) }
+
+// PublishCounted is Publish, adding one to tally when the signal is
+// dropped, as Live counts its events.
+func (b *Bus) PublishCounted(topic string, data []byte, tally *atomic.Uint64) {
+	b.publish(topic, data, tally)
+}

@@ -65,7 +65,7 @@ func TestClustersSharingABusHearOnlyTheirOwnNodes(t *testing.T) {
 	got := map[string]chan event{}
 	for _, b := range []*Bus{a1, a2, b1, b2} {
 		ch := make(chan event, 16)
-		l, err := StartLive(b, 0, func(company uint64, body []byte) error {
+		l, err := StartLive(b, func(company uint64, body []byte) error {
 			ch <- event{company, string(body)}
 			return nil
 		}, nil, nil)

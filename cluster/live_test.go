@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/poll"
 )
 
 type liveGot struct {
@@ -17,10 +19,10 @@ type liveGot struct {
 	body    string
 }
 
-func startLive(t *testing.T, bus *cluster.Bus, queue int) (*cluster.Live, chan liveGot) {
+func startLive(t *testing.T, bus *cluster.Bus) (*cluster.Live, chan liveGot) {
 	t.Helper()
 	got := make(chan liveGot, 16)
-	l, err := cluster.StartLive(bus, queue, func(company uint64, body []byte) error {
+	l, err := cluster.StartLive(bus, func(company uint64, body []byte) error {
 		got <- liveGot{company, string(body)}
 		return nil
 	}, nil, nil)
@@ -38,8 +40,8 @@ func TestLiveCarriesEventsByCompanyToOtherNodes(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t)
 	a, b := connect(t, url, "a"), connect(t, url, "b")
-	la, gotA := startLive(t, a, 0)
-	_, gotB := startLive(t, b, 0)
+	la, gotA := startLive(t, a)
+	_, gotB := startLive(t, b)
 
 	// Garbage on a live topic reaches no one's deliver.
 	a.Publish("live.not-a-company", []byte(`{}`))
@@ -66,14 +68,14 @@ func TestLiveCarriesEventsByCompanyToOtherNodes(t *testing.T) {
 	default:
 	}
 	if n := la.Dropped(); n != 0 {
-		t.Errorf("dropped %d events with room in the queue", n)
+		t.Errorf("dropped %d events with room in the bus's queue", n)
 	}
 }
 
 func TestLiveDropsAndCountsWhatItCannotSend(t *testing.T) {
 	t.Parallel()
 	url := natstest.Start(t)
-	l, _ := startLive(t, connect(t, url, "a"), 1)
+	l, _ := startLive(t, connect(t, url, "a"))
 	l.Close()
 	l.Close() // twice is harmless
 	for range 3 {
@@ -94,7 +96,7 @@ func TestLiveReportsAGapAfterTheBusReconnects(t *testing.T) {
 	port := first.Addr().(*net.TCPAddr).Port
 	bus := connect(t, first.ClientURL(), "a")
 	gaps := make(chan struct{}, 4)
-	l, err := cluster.StartLive(bus, 0, func(uint64, []byte) error { return nil }, func() { gaps <- struct{}{} }, nil)
+	l, err := cluster.StartLive(bus, func(uint64, []byte) error { return nil }, func() { gaps <- struct{}{} }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,5 +129,40 @@ func TestLiveReportsAGapAfterTheBusReconnects(t *testing.T) {
 	case <-gaps:
 	case <-time.After(15 * time.Second):
 		t.Fatal("no gap reported after the bus reconnected")
+	}
+}
+
+// Events the bus drops are counted as Live's: while the client's
+// reconnection handshake with a silent server holds its lock, the bus's
+// queue fills with the node's other signals (one in the sender's hands,
+// QueueSize waiting), and every event offered then is dropped there and
+// counted in Dropped (simrelay_live_events_dropped_total). Before, Live's
+// own queue fed the bus's and counted its own drops only: these were not
+// counted at all.
+func TestLiveCountsTheEventsTheBusDrops(t *testing.T) {
+	t.Parallel()
+	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
+	bus := connect(t, relay.url(), "a")
+	// Shut before the bus closes (cleanups run last first), ending the
+	// handshake under way.
+	t.Cleanup(relay.shut)
+	l, _ := startLive(t, bus)
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	// The handshake holds the client's lock for the connect timeout (10 s)
+	// from before its dial: what follows all comes within it. The sender
+	// takes a first signal and waits on the lock with it.
+	bus.Publish("kick", []byte("x"))
+	poll.Until(t, "the sender waiting with a signal", func() bool { return bus.Waiting() == 0 })
+	for range cluster.QueueSize {
+		bus.Publish("kick", []byte("x"))
+	}
+	const offered = 100
+	for i := range offered {
+		l.Offer(7, []byte(strconv.Itoa(i)))
+	}
+	if got := l.Dropped(); got != offered {
+		t.Fatalf("dropped %d of %d events offered with the bus's queue full, want all", got, offered)
 	}
 }

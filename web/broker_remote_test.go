@@ -26,7 +26,7 @@ func TestLiveEventReachesATabOnAnotherNode(t *testing.T) {
 		}
 		t.Cleanup(bus.Close)
 		brokers[node] = NewBroker(StreamConfig{}, nil)
-		l, err := cluster.StartLive(bus, 0, brokers[node].Deliver, nil, nil)
+		l, err := cluster.StartLive(bus, brokers[node].Deliver, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func startLive(bus *cluster.Bus, broker *web.Broker, log *slog.Logger) (*liveVie
 	if bus == nil {
 		return l, nil
 	}
-	relay, err := cluster.StartLive(bus, cluster.DefaultLiveQueue, broker.Deliver, broker.Resync, log)
+	relay, err := cluster.StartLive(bus, broker.Deliver, broker.Resync, log)
 	if err != nil {
 		return nil, fmt.Errorf("console live views: %w", err)
 	}
@@ -38,8 +38,8 @@ func startLive(bus *cluster.Bus, broker *web.Broker, log *slog.Logger) (*liveVie
 }
 
 // MessageChanged hands a committed change to the local tabs, then offers
-// it to the other nodes; neither waits (a full queue drops the event for
-// the other nodes, counted in simrelay_live_events_dropped_total).
+// it to the other nodes; neither waits (the bus's queue full drops the
+// event for the other nodes, counted in simrelay_live_events_dropped_total).
 func (l *liveViews) MessageChanged(m store.Message) {
 	if l.relay == nil {
 		l.broker.MessageChanged(m)
@@ -64,11 +64,11 @@ func (l *liveViews) register(reg prometheus.Registerer) {
 	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "simrelay_live_events_dropped_total",
-		Help: "Console live events of this node that never reached the bus (its queue was full); other nodes' tabs show those changes when they next load.",
+		Help: "Console live events of this node dropped on their way to the other nodes (the bus's queue full, the NATS client's buffer full while the bus is away, or the bus closed); other nodes' tabs show those changes when they next load.",
 	}, func() float64 { return float64(l.relay.Dropped()) }))
 }
 
-// Close publishes what is queued and stops the relay.
+// Close stops the relay; the bus sends what is queued when it closes.
 func (l *liveViews) Close() {
 	if l.relay != nil {
 		l.relay.Close()
