@@ -180,7 +180,10 @@ type Message struct {
 
 // Bus is one node's connection to the others.
 type Bus struct {
-	nc     *nats.Conn
+	nc *nats.Conn
+	// up is whether the client is connected, as the client's handlers
+	// last said: read without the client's lock (Connected).
+	up     *atomic.Bool
 	node   string
 	prefix string
 	log    *slog.Logger
@@ -242,8 +245,16 @@ func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// up follows the client's own handlers, which its one dispatcher runs
+	// in the order the events happened.
+	// Connect returns once the connect handler ran (first), so that
+	// Connected says true from the start.
+	up, first := new(atomic.Bool), make(chan struct{})
+	firstOnce := sync.OnceFunc(func() { close(first) })
 	opts := []nats.Option{
 		nats.Name("simrelay " + cfg.Node),
+		nats.ConnectHandler(func(*nats.Conn) { up.Store(true); firstOnce() }),
+		nats.ClosedHandler(func(*nats.Conn) { up.Store(false) }),
 		nats.NoEcho(),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
@@ -253,12 +264,16 @@ func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error)
 		nats.PingInterval(pings),
 		nats.MaxPingsOutstanding(maxPingsOut),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			up.Store(false)
 			if nc.IsClosed() {
 				return // the node's own Close, at shutdown
 			}
 			log.Warn("bus disconnected; signals to other nodes wait for the reconnection", "err", err)
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("bus reconnected", "server", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			up.Store(true)
+			log.Info("bus reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
 			subject := ""
 			if s != nil {
@@ -281,8 +296,14 @@ func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error)
 		if r.err != nil {
 			return nil, fmt.Errorf("bus: connect to %s: %w", redactList(cfg.URL), r.err)
 		}
+		select {
+		case <-first:
+		case <-ctx.Done():
+			r.nc.Close()
+			return nil, ctx.Err()
+		}
 		b := &Bus{
-			nc: r.nc, node: cfg.Node, prefix: cfg.Prefix, log: log, closeWait: closeWait,
+			nc: r.nc, up: up, node: cfg.Node, prefix: cfg.Prefix, log: log, closeWait: closeWait,
 			out: make(chan outgoing, queueSize), stop: make(chan struct{}), sent: make(chan struct{}),
 		}
 		go b.send()
@@ -463,11 +484,12 @@ func (b *Bus) Ready(ctx context.Context) error {
 	}
 }
 
-// Connected says whether the client is connected to a server now; unlike
-// Ready it sends nothing. It waits only for the client's lock, which a
-// reconnection's handshake with a silent server holds for the connect
-// timeout: call it off the request paths (the census's check does).
-func (b *Bus) Connected() bool { return b.nc.IsConnected() }
+// Connected says whether the client is connected to a server, as its
+// connect, disconnect, reconnect and close handlers last said (they run a
+// moment after the event); unlike Ready it sends nothing. It never waits
+// for the client's lock, which a reconnection's handshake with a silent
+// server holds for the connect timeout: the node's beat asks it.
+func (b *Bus) Connected() bool { return b.up.Load() }
 
 // enter counts a handler of a message heard that starts; false once Close
 // began (the handler is not run). The caller calls handlers.Done when it

@@ -407,3 +407,33 @@ func TestReadyEndsWithItsContextDuringASilentReconnection(t *testing.T) {
 		t.Fatalf("Ready with a 500 ms context waited past %s during a silent server's handshake", bound)
 	}
 }
+
+// Connected answers at once while the client reconnects to a server that
+// accepts the connection and never answers: the handshake holds the
+// client's lock for the connect timeout (10 s here), and the node's beat,
+// which asks Connected, would otherwise wait as long (other nodes count a
+// node dead 10 s after its last beat).
+func TestConnectedDoesNotWaitOutASilentReconnection(t *testing.T) {
+	t.Parallel()
+	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
+	b := connect(t, relay.url(), "a")
+	t.Cleanup(relay.shut)
+	if !b.Connected() {
+		t.Fatal("not connected once Connect returned")
+	}
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	answer := make(chan bool, 1)
+	go func() { answer <- b.Connected() }()
+	select {
+	case up := <-answer:
+		if up {
+			t.Error("connected while its only server is silent")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("Connected waited past 5 s for a silent server's handshake (its timeout is %s)", cluster.DefaultConnectTimeout)
+	}
+	relay.muted.Store(false)
+	poll.Within(t, 30*time.Second, "connected again once the server answers", b.Connected)
+}
