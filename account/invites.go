@@ -47,17 +47,11 @@ func (s *Service) ShareInvites(w InviteWindows) { s.sharedInvites = w }
 // server's fault.
 func (s *Service) takeInvite(companyID uint64) (refund func(), err error) {
 	key := strconv.FormatUint(companyID, 10)
-	res, inCluster := pacing.Shared[InviteWindows]{Local: s.invites, Cluster: s.sharedInvites, Failed: func(err error) {
+	res, refund := pacing.TakeRefundable(pacing.Shared[InviteWindows]{Local: s.invites, Cluster: s.sharedInvites, Failed: func(err error) {
 		s.log.Warn("invitations: the shared count does not answer; counted in this node's memory", "company_id", companyID, "err", err)
-	}}.Take(key)
-	refund = func() { s.invites.Refund(key, res.End) }
-	if inCluster {
-		refund = func() {
-			if err := s.sharedInvites.Refund(key, res.End); err != nil {
-				s.log.Warn("invitations: a refused invitation stays counted until its window ends", "company_id", companyID, "err", err)
-			}
-		}
-	}
+	}}, key, func(err error) {
+		s.log.Warn("invitations: a refused invitation stays counted until its window ends", "company_id", companyID, "err", err)
+	})
 	if !res.Allowed {
 		secs := res.ResetSeconds()
 		return nil, &problem.Error{Code: problem.RateLimited, RetryAfter: secs,

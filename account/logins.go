@@ -141,17 +141,11 @@ type loginCount struct {
 // (pacing.Shared): a login is never refused for the server's fault, and an
 // outage lets a key have at most its count's limit more from each node.
 func (s *Service) take(c loginCount, key string) (res pacing.Result, refund func()) {
-	res, inCluster := pacing.Shared[LoginWindows]{Local: c.local, Cluster: c.shared, Failed: func(err error) {
+	return pacing.TakeRefundable(pacing.Shared[LoginWindows]{Local: c.local, Cluster: c.shared, Failed: func(err error) {
 		s.sharedLoginsFailed(c.name, "counted in this node's memory", err)
-	}}.Take(key)
-	if !inCluster {
-		return res, func() { c.local.Refund(key, res.End) }
-	}
-	return res, func() {
-		if err := c.shared.Refund(key, res.End); err != nil {
-			s.sharedLoginsFailed(c.name, "a right login stays counted as a failure until its window ends", err)
-		}
-	}
+	}}, key, func(err error) {
+		s.sharedLoginsFailed(c.name, "a right login stays counted as a failure until its window ends", err)
+	})
 }
 
 // takeLogin counts a login try of the e-mail address's key (take).

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"sync/atomic"
 
 	"golang.org/x/crypto/argon2"
 
@@ -50,12 +49,12 @@ type argonCost struct{ time, memory uint32 }
 // the logins behind it do not wait for it.
 var hashesAtOnce = max(2, runtime.GOMAXPROCS(0))
 
-// hashing holds a place per argon2id hash under way (hashesAtOnce);
-// hashingNow and hashingPeak count them, for the tests.
-var (
-	hashing                 = make(chan struct{}, hashesAtOnce)
-	hashingNow, hashingPeak atomic.Int64
-)
+// hashing holds a place per argon2id hash under way (hashesAtOnce).
+var hashing = make(chan struct{}, hashesAtOnce)
+
+// idKey computes an argon2id hash: argon2.IDKey, which a test replaces to
+// count the hashes under way at once.
+var idKey = argon2.IDKey
 
 // argonKey is argon2.IDKey, computed once a place among hashesAtOnce is
 // free; ctx's error when ctx ends first (the request's client went away).
@@ -66,11 +65,7 @@ func argonKey(ctx context.Context, pw, salt []byte, time, memory uint32, threads
 		return nil, ctx.Err()
 	}
 	defer func() { <-hashing }()
-	n := hashingNow.Add(1)
-	defer hashingNow.Add(-1)
-	for peak := hashingPeak.Load(); n > peak && !hashingPeak.CompareAndSwap(peak, n); peak = hashingPeak.Load() {
-	}
-	return argon2.IDKey(pw, salt, time, memory, threads, keyLen), nil
+	return idKey(pw, salt, time, memory, threads, keyLen), nil
 }
 
 // APIKeyPrefix starts every API key, so keys are recognisable in logs and scanners.

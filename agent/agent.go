@@ -449,7 +449,7 @@ func (a *Agent) refuse(job Job) (Outcome, bool) {
 		if slot == "" {
 			slot = proto.SIM1
 		}
-		if slot != proto.SIM1 && slot != proto.SIM2 || job.To == "" {
+		if !proto.IsSIMSlot(slot) || job.To == "" {
 			return fail("invalid_job")
 		}
 		for _, s := range inv.SIMs {

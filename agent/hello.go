@@ -29,7 +29,7 @@ func (a *Agent) checkHello(h proto.Hello) proto.Hello {
 	sims := make([]proto.SIM, 0, len(h.SIMs))
 	seen := map[string]bool{}
 	for _, s := range h.SIMs {
-		if (s.Slot != proto.SIM1 && s.Slot != proto.SIM2) || seen[s.Slot] || len(sims) == maxHelloSIMs {
+		if !proto.IsSIMSlot(s.Slot) || seen[s.Slot] || len(sims) == maxHelloSIMs {
 			a.log.Warn("hello: SIM left out (unknown or repeated slot)", "slot", s.Slot)
 			continue
 		}
@@ -105,7 +105,7 @@ func (a *Agent) checkHealth(h proto.Health) proto.Health {
 	var sims []proto.SIMHealth
 	seen := map[string]bool{}
 	for _, s := range h.SIMs {
-		if (s.Slot != proto.SIM1 && s.Slot != proto.SIM2) || seen[s.Slot] {
+		if !proto.IsSIMSlot(s.Slot) || seen[s.Slot] {
 			continue
 		}
 		seen[s.Slot] = true

@@ -65,6 +65,16 @@ const (
 	BothSIMs = "BOTH"
 )
 
+// SIMSlots are the slot names, SIM1 first: a phone has no more slots.
+func SIMSlots() [2]string { return [2]string{SIM1, SIM2} }
+
+// IsSIMSlot reports whether s names a SIM slot.
+func IsSIMSlot(s string) bool { return s == SIM1 || s == SIM2 }
+
+// IsSelectedSIM reports whether s is a selected_sim value: a slot, or
+// BothSIMs.
+func IsSelectedSIM(s string) bool { return IsSIMSlot(s) || s == BothSIMs }
+
 // Frame is one protocol message; FrameType is its "type" field.
 type Frame interface{ FrameType() string }
 

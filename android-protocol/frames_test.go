@@ -124,3 +124,22 @@ func BenchmarkDecodeStatus(b *testing.B) {
 		}
 	}
 }
+
+// The slot names: SIM1 then SIM2, and a selected_sim is one of them or
+// BOTH; nothing else passes, whatever its case or spaces.
+func TestSIMSlots(t *testing.T) {
+	if got := SIMSlots(); got != [2]string{"SIM1", "SIM2"} {
+		t.Fatalf("SIMSlots() = %v, want [SIM1 SIM2]", got)
+	}
+	for _, c := range []struct {
+		s              string
+		slot, selected bool
+	}{
+		{"SIM1", true, true}, {"SIM2", true, true}, {"BOTH", false, true},
+		{"", false, false}, {"sim1", false, false}, {"SIM3", false, false}, {" SIM1", false, false}, {"both", false, false},
+	} {
+		if IsSIMSlot(c.s) != c.slot || IsSelectedSIM(c.s) != c.selected {
+			t.Errorf("%q: IsSIMSlot %v, IsSelectedSIM %v; want %v, %v", c.s, IsSIMSlot(c.s), IsSelectedSIM(c.s), c.slot, c.selected)
+		}
+	}
+}

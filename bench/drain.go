@@ -43,7 +43,7 @@ func drain(ctx context.Context, api *apiClient, token string, jobs int) (perSeco
 	p = client.New(client.Config{
 		WSURL: "ws" + api.base[len("http"):] + "/device/ws", Token: token,
 		BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second,
-		Hello: proto.Hello{AppVersion: "bench", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}},
+		Hello: proto.Hello{AppVersion: "bench", SelectedSIM: proto.BothSIMs, SIMs: []proto.SIM{{Slot: proto.SIM1}}},
 		OnJob: func(s proto.Send) {
 			received.Add(1)
 			p.Report(s.ID, proto.StatusSent, "")

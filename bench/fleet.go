@@ -49,7 +49,7 @@ func connectBackoff(ctx context.Context, bases []string, fps, tokens []string, b
 		p := client.New(client.Config{
 			WSURL: "ws" + base[len("http"):] + "/device/ws", Token: tokens[i], HTTPClient: clients[i%len(clients)],
 			BackoffBase: backoffBase, BackoffMax: backoffMax,
-			Hello: proto.Hello{AppVersion: "bench", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}},
+			Hello: proto.Hello{AppVersion: "bench", SelectedSIM: proto.BothSIMs, SIMs: []proto.SIM{{Slot: proto.SIM1}}},
 			OnJob: func(s proto.Send) {
 				f.received.Add(1)
 				if t, ok := f.sent.LoadAndDelete(s.Message); ok {

@@ -60,7 +60,7 @@ func webhookLatency(ctx context.Context, api *apiClient, f *fleet, rate int, d t
 		mu.Lock()
 		started[text] = time.Now()
 		mu.Unlock()
-		f.phones[i%len(f.phones)].Receive(proto.Inbound{ClientID: fmt.Sprint("bench-", i), From: "+15557654321", Message: text, SIMSlot: "SIM1"})
+		f.phones[i%len(f.phones)].Receive(proto.Inbound{ClientID: fmt.Sprint("bench-", i), From: "+15557654321", Message: text, SIMSlot: proto.SIM1})
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

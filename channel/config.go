@@ -16,7 +16,8 @@ type Pacing struct {
 }
 
 // Config tunes the service; zero fields take the defaults of
-// pacing (contract section 10, "Pacing defaults"; docs/pacing.md says why).
+// pacing (contract section 10, "Pacing defaults"; docs/pacing.md says why),
+// but for an Exact config's.
 type Config struct {
 	WhatsApp Pacing
 	IMessage Pacing
@@ -32,10 +33,13 @@ type Config struct {
 	// number's agent link dispatches, and a link that moves starts from the
 	// store's last dispatch (Governor.Dispatch's lastTaken).
 	Shared bool
-	// Exact says every field is meant as given, zeros included: a gap of 0
-	// to 0 is no gap and a Warmup of 0 none. simrelay serve's flags start
-	// at the defaults and take 0s as "none" (docs/pacing.md), so it sets
-	// it; otherwise a zero field takes its default.
+	// Exact says every field is meant as given, zeros included: a cap of 0
+	// is no cap, a gap of 0 to 0 no gap, a Warmup of 0 none, and a
+	// MessageTTL of 0 gives a send no time to wait for its agent.
+	// Otherwise a zero field takes its default. simrelay serve sets it:
+	// its flags start at the defaults and take 0s as "none" for the gap
+	// and the warm-up (docs/pacing.md), and it refuses the other zeros
+	// itself, a cap below 1 and a TTL under a minute, before New sees them.
 	Exact bool
 }
 
@@ -95,7 +99,9 @@ func (c *Config) Defaults() {
 	}
 }
 
-// Validate refuses settings the governor cannot keep.
+// Validate refuses settings the governor cannot keep. It reads c as New
+// does, after Defaults: a cap still 0 there, which only an Exact config
+// keeps, is no cap, and passes.
 func (c Config) Validate() error {
 	for _, ch := range []struct {
 		name string
@@ -104,7 +110,7 @@ func (c Config) Validate() error {
 		p := ch.p
 		for _, v := range []int{p.Caps.PerMinute, p.Caps.PerHour, p.Caps.PerDay} {
 			if v < 0 || v > pacing.MaxCap {
-				return fmt.Errorf("channel: %s caps must be 0 (the default) to %d", ch.name, pacing.MaxCap)
+				return fmt.Errorf("channel: %s caps must be 0 (no cap) to %d", ch.name, pacing.MaxCap)
 			}
 		}
 		if p.Gap.Min < 0 || p.Gap.Max < p.Gap.Min {

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/linebreak"
 	"github.com/simrelay/simrelay/internal/visible"
 	"github.com/simrelay/simrelay/pacing"
@@ -294,7 +295,7 @@ func (s *Service) Register(_ context.Context, in RegisterInput) (reg Registered,
 	token := newToken()
 	now := s.now().UTC()
 	dev, replaced, sum, err := s.store.RegisterDevice(codeHash(in.PairingCode), now, in.DeviceFingerprint, func(p store.Pairing, old *store.Device) (store.Device, error) {
-		d := store.Device{UserID: p.UserID, Name: name, Status: store.DeviceActive, SelectedSIM: "BOTH", SIMs: sims,
+		d := store.Device{UserID: p.UserID, Name: name, Status: store.DeviceActive, SelectedSIM: proto.BothSIMs, SIMs: sims,
 			FCMToken: in.FCMToken, AppVersion: in.AppVersion, TokenHash: tokenHash(token), CreatedAt: now}
 		if old != nil {
 			d.CreatedAt, d.SelectedSIM, d.Status, d.LastSeenAt, d.SMSPerMinute, d.Health = old.CreatedAt, old.SelectedSIM, old.Status, old.LastSeenAt, old.SMSPerMinute, old.Health
@@ -333,7 +334,7 @@ func validSIMs(in []store.SIM) ([]store.SIM, error) {
 	seen := map[string]bool{}
 	for i, sim := range in {
 		field := fmt.Sprintf("sims[%d]", i)
-		if sim.Slot != "SIM1" && sim.Slot != "SIM2" {
+		if !proto.IsSIMSlot(sim.Slot) {
 			return nil, problem.Invalid(field+".slot", "must be SIM1 or SIM2")
 		}
 		if seen[sim.Slot] {
@@ -379,7 +380,7 @@ func (s *Service) Provision(_ context.Context, companyID, userID uint64, fingerp
 		}
 		tokens[i] = newToken()
 		devs[i] = store.Device{Fingerprint: fp, CompanyID: companyID, UserID: userID, Name: fp, Status: store.DeviceActive,
-			SelectedSIM: "BOTH", TokenHash: tokenHash(tokens[i]), CreatedAt: now}
+			SelectedSIM: proto.BothSIMs, TokenHash: tokenHash(tokens[i]), CreatedAt: now}
 	}
 	if err := s.store.ProvisionDevices(devs); err != nil {
 		return nil, err

@@ -41,7 +41,7 @@ func ValidHealth(h proto.Health, prefix string) (store.DeviceHealth, error) {
 	seen := map[string]bool{}
 	for i, sim := range h.SIMs {
 		field := fmt.Sprintf("%ssims[%d]", prefix, i)
-		if sim.Slot != proto.SIM1 && sim.Slot != proto.SIM2 {
+		if !proto.IsSIMSlot(sim.Slot) {
 			return out, problem.Invalid(field+".slot", "must be SIM1 or SIM2")
 		}
 		if seen[sim.Slot] {

@@ -122,7 +122,7 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 }
 
 // ValidSelectedSIM reports whether v is a selected_sim value.
-func ValidSelectedSIM(v string) bool { return v == "SIM1" || v == "SIM2" || v == "BOTH" }
+func ValidSelectedSIM(v string) bool { return proto.IsSelectedSIM(v) }
 
 // Hello records what a phone announced on connecting, as CheckHello
 // found it good (h): its chosen SIM (the phone's user chose it, so it wins

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -53,7 +54,7 @@ func (s *Server) readExportSettings(cid uint64, devices []store.Device) (exportS
 	}
 	for _, d := range devices {
 		var sims []exportSIMCapJSON
-		for _, slot := range []string{"SIM1", "SIM2"} {
+		for _, slot := range androidproto.SIMSlots() {
 			c, ok := caps[d.ID][slot]
 			if !ok || c == (store.SIMCaps{}) {
 				continue

@@ -55,7 +55,7 @@ type mcpCallerKey struct{}
 // (the API's middleware did, and refused the request otherwise) but hands
 // on the caller the middleware found.
 func (s *Server) newMCPHandler(tools []mcpTool) http.Handler {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "simrelay", Title: "simrelay SMS, WhatsApp and iMessage gateway"},
+	srv := mcp.NewServer(&mcp.Implementation{Name: "simrelay", Title: "simrelay SMS, WhatsApp and iMessage gateway", Version: s.cfg.Version},
 		// No logger: it would log a session's start and end at Info, and
 		// here every request is a session. The transport logs its failures.
 		&mcp.ServerOptions{Instructions: mcpInstructions, Capabilities: mcpCapabilities})

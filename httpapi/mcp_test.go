@@ -533,3 +533,28 @@ func TestMCPUnknownArguments(t *testing.T) {
 		t.Fatalf("send_sms with every argument: %v", sent)
 	}
 }
+
+// initialize names the server with its version (Config.Version, the
+// binary's, as `simrelay version` prints it), and "devel" for a server
+// given none; it was "" before.
+func TestMCPServerInfoVersion(t *testing.T) {
+	t.Parallel()
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
+	for _, c := range []struct{ given, want string }{{"v1.2.3", "v1.2.3"}, {"", "devel"}} {
+		e := newEnv(t, func(cfg *httpapi.Config) { cfg.Version = c.given })
+		a := e.newCompany("Acme", "mcp-version@example.com")
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, body: initialize, header: map[string]string{"Accept": "application/json, text/event-stream"}})
+		e.want(r, http.StatusOK, "")
+		var answer struct {
+			Result struct {
+				ServerInfo struct{ Name, Version string } `json:"serverInfo"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(r.Raw, &answer); err != nil {
+			t.Fatal(err)
+		}
+		if info := answer.Result.ServerInfo; info.Name != "simrelay" || info.Version != c.want {
+			t.Errorf("version %q given: serverInfo %+v, want simrelay %s", c.given, info, c.want)
+		}
+	}
+}

@@ -55,6 +55,10 @@ type Config struct {
 	// the served OpenAPI document names it as its server. Empty keeps the
 	// document's default, the default listen address.
 	PublicURL string
+	// Version is the server's version, as `simrelay version` prints it:
+	// the MCP endpoint's initialize answers it (serverInfo.version).
+	// Empty is "devel", a build that knows no version.
+	Version string
 }
 
 // Backuper is the part of the store the API needs beyond the domain services:
@@ -188,6 +192,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	cfg.Export.defaults()
 	if cfg.MaxAddresses <= 0 {
 		cfg.MaxAddresses = pacing.DefaultMaxKeys
+	}
+	if cfg.Version == "" {
+		cfg.Version = "devel"
 	}
 	s := &Server{
 		cfg:     cfg,

@@ -1,10 +1,20 @@
 package pacing
 
+import "time"
+
 // ClusterWindows are windows the nodes of a cluster count in together, in
 // the store's rows (postgres.Windows). Unlike Windows, a call fails while
 // the database does not answer.
 type ClusterWindows interface {
 	Take(key string) (Result, error)
+}
+
+// RefundableWindows are cluster windows that also take a request back
+// (postgres.Windows.Refund), from the window that counted it (end: its
+// Result's End) and no later one.
+type RefundableWindows interface {
+	ClusterWindows
+	Refund(key string, end time.Time) error
 }
 
 // Shared is a count the nodes of a cluster share, with this node's memory
@@ -53,5 +63,23 @@ func (s Shared[W]) Take(key string) (res Result, inCluster bool) {
 func (s Shared[W]) Fail(err error) {
 	if s.Failed != nil {
 		s.Failed(err)
+	}
+}
+
+// TakeRefundable counts one request of key in s as Take does, and hands
+// back the refund that takes it back (Windows.Refund) where it was counted:
+// from Local, or from Cluster, whose error refundFailed hears (the caller
+// logs it; the request then stays counted until its window ends); nil
+// hears nothing. A refund is for a request that proved not to be what the
+// windows count; the caller that does not refund drops it.
+func TakeRefundable[W RefundableWindows](s Shared[W], key string, refundFailed func(err error)) (res Result, refund func()) {
+	res, inCluster := s.Take(key)
+	if !inCluster {
+		return res, func() { s.Local.Refund(key, res.End) }
+	}
+	return res, func() {
+		if err := s.Cluster.Refund(key, res.End); err != nil && refundFailed != nil {
+			refundFailed(err)
+		}
 	}
 }

@@ -97,3 +97,68 @@ func TestSharedFailWithoutFailed(t *testing.T) {
 		t.Errorf("Fail: Failed heard %v, want %v", heard, errNoDatabase)
 	}
 }
+
+// refundable is a cluster that also takes a request back, and whose
+// refunds can fail on their own.
+type refundable struct {
+	cluster
+	refundDown bool
+}
+
+func (c *refundable) Refund(key string, end time.Time) error {
+	if c.down || c.refundDown {
+		return errNoDatabase
+	}
+	c.w.Refund(key, end)
+	return nil
+}
+
+// TakeRefundable's refund takes the request back where it was counted: in
+// the cluster while it answers, in the node's memory while it does not;
+// a cluster's refused refund is heard and leaves the request counted.
+func TestTakeRefundableRefundsWhereCounted(t *testing.T) {
+	t.Parallel()
+	clock := newFakeClock()
+	c := &refundable{cluster: cluster{w: New(Rate{2, time.Minute}, clock.Now)}}
+	s := Shared[RefundableWindows]{Local: New(Rate{2, time.Minute}, clock.Now), Cluster: c}
+	var refundsFailed []error
+	refundFailed := func(err error) { refundsFailed = append(refundsFailed, err) }
+
+	res, refund := TakeRefundable(s, "k", refundFailed)
+	if !res.Allowed || res.Remaining != 1 {
+		t.Fatalf("cluster up: %+v, want allowed, 1 left", res)
+	}
+	refund()
+	if res := c.w.Take("k"); res.Remaining != 1 {
+		t.Fatalf("after a cluster refund, the cluster's next take leaves %d, want 1 (the refund given back)", res.Remaining)
+	}
+
+	c.down = true
+	res, refund = TakeRefundable(s, "m", refundFailed)
+	if !res.Allowed || res.Remaining != 1 {
+		t.Fatalf("cluster down: %+v, want allowed in memory, 1 left", res)
+	}
+	c.down = false // the refund goes where the take was counted, not to the cluster now back
+	refund()
+	if res := s.Local.Take("m"); res.Remaining != 1 {
+		t.Fatalf("after a memory refund, memory's next take leaves %d, want 1", res.Remaining)
+	}
+	if res := c.w.Take("m"); res.Remaining != 1 {
+		t.Fatalf("a memory refund reached the cluster: its first take of m leaves %d, want 1", res.Remaining)
+	}
+	if len(refundsFailed) != 0 {
+		t.Fatalf("refund failures heard: %v, want none", refundsFailed)
+	}
+
+	c.refundDown = true
+	_, refund = TakeRefundable(s, "n", refundFailed)
+	refund()
+	if len(refundsFailed) != 1 || !errors.Is(refundsFailed[0], errNoDatabase) {
+		t.Fatalf("refused refund: heard %v, want %v", refundsFailed, errNoDatabase)
+	}
+	if res := c.w.Take("n"); res.Remaining != 0 {
+		t.Fatalf("after a refused refund, the cluster's next take leaves %d, want 0 (still counted)", res.Remaining)
+	}
+	_, refund = TakeRefundable(s, "o", nil)
+	refund() // nothing to hear it: no panic
+}

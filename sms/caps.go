@@ -39,7 +39,7 @@ func (s *Service) SetSIMCaps(_ context.Context, companyID uint64, fingerprint st
 	caps := map[string]store.SIMCaps{}
 	for i, c := range in {
 		at := fmt.Sprintf("sims[%d].", i)
-		if c.Slot != proto.SIM1 && c.Slot != proto.SIM2 {
+		if !proto.IsSIMSlot(c.Slot) {
 			return nil, problem.Invalid(at+"slot", "must be SIM1 or SIM2")
 		}
 		if _, dup := caps[c.Slot]; dup {

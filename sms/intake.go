@@ -153,7 +153,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	if slot == "" {
 		slot = proto.SIM1
 	}
-	if slot != proto.SIM1 && slot != proto.SIM2 {
+	if !proto.IsSIMSlot(slot) {
 		return proto.InboundAck{}, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
 	}
 	receivedAt := in.ReceivedAt

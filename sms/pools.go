@@ -44,7 +44,7 @@ func routeInput(device, pool, slot string) (string, error) {
 	if slot == "" {
 		slot = proto.SIM1
 	}
-	if slot != proto.SIM1 && slot != proto.SIM2 {
+	if !proto.IsSIMSlot(slot) {
 		return "", problem.Invalid("sim_slot", "must be SIM1 or SIM2")
 	}
 	return slot, nil
@@ -319,7 +319,7 @@ func checkMember(at string, m PoolMemberInput) error {
 	if strings.TrimSpace(m.Device) == "" {
 		return problem.Invalid(at+"device_fingerprint", "is required")
 	}
-	if m.SIMSlot != "" && m.SIMSlot != proto.SIM1 && m.SIMSlot != proto.SIM2 {
+	if m.SIMSlot != "" && !proto.IsSIMSlot(m.SIMSlot) {
 		return problem.Invalid(at+"sim_slot", "must be SIM1 or SIM2")
 	}
 	return nil

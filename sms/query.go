@@ -173,7 +173,7 @@ func (s *Service) Conversations(_ context.Context, companyID uint64, device stri
 // InboundList returns the newest inbound messages, newest first, optionally
 // of one device and SIM slot. A device of another company matches nothing.
 func (s *Service) InboundList(_ context.Context, companyID uint64, device, slot string, limit int) ([]store.Message, error) {
-	if slot != "" && slot != proto.SIM1 && slot != proto.SIM2 {
+	if slot != "" && !proto.IsSIMSlot(slot) {
 		return nil, problem.Invalid("sim_slot", "must be SIM1 or SIM2")
 	}
 	msgs, err := s.store.InboundList(store.InboundQuery{CompanyID: companyID, Device: device, SIMSlot: slot, Limit: limit})

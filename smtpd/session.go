@@ -292,7 +292,7 @@ func (ss *session) device(a Address, company func() (store.Company, error)) (sto
 // or for BOTH its first announced SIM (SIM1 when it announced none).
 func slotOf(d store.Device) string {
 	switch {
-	case d.SelectedSIM == proto.SIM1 || d.SelectedSIM == proto.SIM2:
+	case proto.IsSIMSlot(d.SelectedSIM):
 		return d.SelectedSIM
 	case len(d.SIMs) > 0:
 		return d.SIMs[0].Slot

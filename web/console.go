@@ -212,7 +212,8 @@ var funcs = template.FuncMap{
 	"eventTicked":    eventTicked,
 	"dec":            func(n int) int { return n - 1 },
 	"cancelable":     func(status string) bool { return status == store.MsgScheduled || status == store.MsgQueued },
-	"list3":          func() []string { return []string{"SIM1", "SIM2", "BOTH"} },
+	"list3":          func() []string { s := androidproto.SIMSlots(); return append(s[:], androidproto.BothSIMs) },
+	"simSlots":       func() [2]string { return androidproto.SIMSlots() },
 	"poolStrategies": func() []string { return []string{store.PoolRoundRobin, store.PoolLeastLoaded, store.PoolSticky} },
 	"seconds":        func(d time.Duration) int64 { return int64(d / time.Second) },
 	// ferr is the place of a field's error message, filled by the server

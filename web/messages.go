@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/window"
 )
@@ -101,10 +102,11 @@ func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, q *req) e
 
 // simChoices are the slots a send may name: the selected one, or both.
 func simChoices(d deviceRow) []string {
-	if d.SelectedSIM == "SIM1" || d.SelectedSIM == "SIM2" {
+	if androidproto.IsSIMSlot(d.SelectedSIM) {
 		return []string{d.SelectedSIM}
 	}
-	return []string{"SIM1", "SIM2"}
+	s := androidproto.SIMSlots()
+	return s[:]
 }
 
 func (c *Console) thread(r *http.Request, q *req, fp, phone string) ([]liveMessage, error) {

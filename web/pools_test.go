@@ -71,7 +71,10 @@ func TestPoolsPage(t *testing.T) {
 		t.Fatalf("change the pool: %d %s", p.status, p.body)
 	}
 	page := b.get("/console/pools").body
-	for _, want := range []string{`data-pool="sales"`, `data-member="fp-1/SIM1"`, `data-member="fp-2/SIM2"`, `<option value="round_robin" selected>`, `value="0"`} {
+	for _, want := range []string{`data-pool="sales"`, `data-member="fp-1/SIM1"`, `data-member="fp-2/SIM2"`, `<option value="round_robin" selected>`, `value="0"`,
+		// Both slots of each device, to add to a pool and to a new one.
+		`err-sim_slot-` + id + `"><option value="fp-1/SIM1">fp-1 SIM1</option><option value="fp-1/SIM2">fp-1 SIM2</option><option value="fp-2/SIM1">fp-2 SIM1</option><option value="fp-2/SIM2">fp-2 SIM2</option></select>`,
+		`<label><input type="checkbox" name="members" value="fp-2/SIM1"> fp-2 SIM1</label><label><input type="checkbox" name="members" value="fp-2/SIM2"> fp-2 SIM2</label>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
 		}

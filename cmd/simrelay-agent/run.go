@@ -98,7 +98,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			simList = list
 		}
-		if *inboundSIM != proto.SIM1 && *inboundSIM != proto.SIM2 {
+		if !proto.IsSIMSlot(*inboundSIM) {
 			return fail(fmt.Errorf("--inbound-sim %q: want SIM1 or SIM2", *inboundSIM))
 		}
 		tr = termux.New(termux.Config{SIMs: simList, InboundSIM: *inboundSIM, Poll: *poll, Logger: log})
@@ -190,7 +190,7 @@ func parseSIMs(s string) ([]proto.SIM, error) {
 	seen := map[string]bool{}
 	for _, part := range strings.Split(s, ",") {
 		slot, num, _ := strings.Cut(strings.TrimSpace(part), "=")
-		if slot != proto.SIM1 && slot != proto.SIM2 || seen[slot] {
+		if !proto.IsSIMSlot(slot) || seen[slot] {
 			return nil, fmt.Errorf("--sims %q: want SIM1 and/or SIM2, each once, each optionally =+E164", s)
 		}
 		if num != "" && !e164.MatchString(num) {

@@ -104,7 +104,7 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.tokenFile, "token-file", "", "where the device token is kept between starts (default ./data/phone-FINGERPRINT.json)")
 	fs.StringVar(&cfg.fingerprint, "fingerprint", "virtual-phone", "the device fingerprint")
 	fs.StringVar(&cfg.name, "name", "Virtual phone", "the device name it registers with (1 to 100 bytes), which the device list and the console show; a phone paired already keeps its name")
-	fs.StringVar(&cfg.selectedSIM, "selected-sim", "BOTH", "the SIM the phone sends from: SIM1, SIM2 or BOTH")
+	fs.StringVar(&cfg.selectedSIM, "selected-sim", proto.BothSIMs, "the SIM the phone sends from: SIM1, SIM2 or BOTH")
 	fs.StringVar(&cfg.inbound, "inbound", "", "deliver one received SMS from this number; its text is the argument after the flags")
 	fs.Var(&cfg.whatsapp, "whatsapp", "a WhatsApp number (E.164) to announce and send from; repeat for more")
 	fs.Var(&cfg.imessage, "imessage", "an iMessage handle (E.164 or e-mail) to announce and send from; repeat for more")

@@ -243,7 +243,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		Name: "simrelay_http_conns_refused_total",
 		Help: "HTTP connections refused because their client address held --max-conns-per-ip already.",
 	}, func() float64 { return float64(limited.Refused()) }))
-	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken, PublicURL: cfg.publicURL},
+	api, err := httpapi.New(httpapi.Config{GeneralRate: cfg.general, AuthRate: cfg.auth, TrustedProxies: cfg.trustedProxies, AdminToken: cfg.adminToken, PublicURL: cfg.publicURL,
+		Version: buildVersion()},
 		httpapi.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents, Webhooks: hooks, Media: files, Phones: routes, PhoneSocket: hub, Store: st, Bus: node.readiness(), Analytics: st, Period: bill, Billing: bill, Console: console.Handler(), ConsoleIdentity: console.Identity, Logger: log, Registry: reg, Gatherer: reg, Now: now,
 			Limiters: shared.limiters})
 	if err != nil {

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -43,11 +44,14 @@ var notCompanyKeyed = func() map[string]bool {
 // commit, so a verification that commits first keeps the company. now
 // tells a live one-time token of the owner from an expired one. It
 // returns how many it removed and the id of the last company it looked
-// at, 0 once none is left after it.
+// at, 0 once none is left after it. A company whose member entry names no
+// user record (errOwnerMissing) is kept, and logged (Options.Logger): once
+// a pass over the companies, which looks at each in one batch.
 func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit int) (removed int, last uint64, err error) {
 	var candidates []uint64
+	var missing []User
 	err = s.view(func(tx *bolt.Tx) error {
-		candidates, last = nil, 0
+		candidates, missing, last = nil, nil, 0
 		live := liveTokens(tx, now)
 		c := tx.Bucket(bucketCompanies).Cursor()
 		seen := 0
@@ -58,9 +62,13 @@ func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit
 			if err := jsonUnmarshal(v, &co); err != nil {
 				return err
 			}
-			if _, ok, err := abandonedSignup(tx, co, cutoff, live); err != nil {
+			u, ok, err := abandonedSignup(tx, co, cutoff, live)
+			switch {
+			case errors.Is(err, errOwnerMissing):
+				missing = append(missing, u)
+			case err != nil:
 				return err
-			} else if ok {
+			case ok:
 				candidates = append(candidates, co.ID)
 			}
 		}
@@ -69,6 +77,12 @@ func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit
 		}
 		return nil
 	})
+	if err == nil && s.log != nil {
+		for _, u := range missing {
+			s.log.Warn("prune abandoned sign-ups: a member entry of the company names a user whose record is not there; the company is kept",
+				"company_id", u.CompanyID, "user_id", u.ID)
+		}
+	}
 	if err == nil && len(candidates) > 0 {
 		err = s.update(func(tx *bolt.Tx) (err error) {
 			removed, err = removeAbandoned(tx, candidates, cutoff, now)
@@ -99,7 +113,7 @@ func removeAbandoned(tx *bolt.Tx, ids []uint64, cutoff, now time.Time) (int, err
 			return 0, err
 		}
 		u, ok, err := abandonedSignup(tx, co, cutoff, live)
-		if err != nil {
+		if err != nil && !errors.Is(err, errOwnerMissing) {
 			return 0, err
 		}
 		if ok {
@@ -155,8 +169,15 @@ func liveTokens(tx *bolt.Tx, now time.Time) func(user uint64) (bool, error) {
 	}
 }
 
+// errOwnerMissing is abandonedSignup's answer for a company whose one
+// member entry names a user whose record is not there: a damaged store,
+// not an abandoned sign-up. The prune keeps the company and goes on with
+// the others.
+var errOwnerMissing = errors.New("a member entry of the company names no user record")
+
 // abandonedSignup says whether co is an abandoned sign-up created before
-// cutoff (store.AbandonedSignup), and returns its owner.
+// cutoff (store.AbandonedSignup), and returns its owner; errOwnerMissing,
+// with the owner's ids alone, when the owner's record is not there.
 func abandonedSignup(tx *bolt.Tx, co Company, cutoff time.Time, live func(user uint64) (bool, error)) (User, bool, error) {
 	var u User
 	if !co.CreatedAt.Before(cutoff) || !co.APIKeyCreatedAt.Equal(co.CreatedAt) {
@@ -171,7 +192,9 @@ func abandonedSignup(tx *bolt.Tx, co Company, cutoff time.Time, live func(user u
 	if k2, _ := members.Next(); k2 != nil && bytes.HasPrefix(k2, prefix) {
 		return u, false, nil // a second user, or a pending invitation
 	}
-	if err := getJSON(tx.Bucket(bucketUsers), k[8:], &u); err != nil {
+	if err := getJSON(tx.Bucket(bucketUsers), k[8:], &u); errors.Is(err, ErrNotFound) {
+		return User{ID: btoi(k[8:]), CompanyID: co.ID}, false, errOwnerMissing
+	} else if err != nil {
 		return u, false, err
 	}
 	if !store.SignupOwnerUnverified(u) {

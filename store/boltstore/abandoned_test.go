@@ -3,13 +3,16 @@ package boltstore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
@@ -153,4 +156,66 @@ func TestAbandonedSignupsFoundWithoutWriting(t *testing.T) {
 func TestAbandonedSignupRecords(t *testing.T) {
 	t.Parallel()
 	conformance.AbandonedSignupRecords(t, open(t, t.TempDir()))
+}
+
+// A company whose member entry names a user whose record is not there (a
+// damaged file) is no abandoned sign-up: the prune keeps it, logs it once
+// a pass, and goes on with the companies after it, whose abandoned sign-up
+// goes as ever. It failed every pass before, removing nothing.
+func TestAbandonedSignupPruneKeepsACompanyWithoutItsUser(t *testing.T) {
+	t.Parallel()
+	logs := &syncbuf.Buffer{}
+	s, err := Open(t.TempDir(), Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	now := time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC)
+	cutoff := now.Add(-8 * 24 * time.Hour)
+	broken, owner, _ := conformance.Signup(t, s, "damaged@example.com", cutoff.Add(-time.Hour))
+	gone, _, _ := conformance.Signup(t, s, "stranger@example.com", cutoff.Add(-time.Hour))
+	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketUsers).Delete(itob(owner.ID)) }); err != nil {
+		t.Fatal(err)
+	}
+	const warn = "names a user whose record is not there"
+	for pass := 1; pass <= 2; pass++ {
+		for _, limit := range []int{1, 100} { // the company alone in its batch, and with the other
+			total := 0
+			for after := uint64(0); ; {
+				n, last, err := s.PruneAbandonedSignups(cutoff, now, after, limit)
+				if err != nil {
+					t.Fatalf("pass %d, batches of %d: %v, want the damaged company passed over", pass, limit, err)
+				}
+				total += n
+				if last == 0 {
+					break
+				}
+				after = last
+			}
+			if want := map[bool]int{true: 1, false: 0}[pass == 1 && limit == 1]; total != want {
+				t.Fatalf("pass %d, batches of %d: removed %d, want %d", pass, limit, total, want)
+			}
+		}
+	}
+	if _, err := s.Company(gone.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the abandoned sign-up after the damaged company: %v, want it removed", err)
+	}
+	if _, err := s.Company(broken.ID); err != nil {
+		t.Errorf("the damaged company: %v, want it kept", err)
+	}
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, warn) {
+			lines = append(lines, l)
+		}
+	}
+	want := fmt.Sprintf("company_id=%d user_id=%d", broken.ID, owner.ID)
+	if len(lines) != 4 {
+		t.Fatalf("%d warnings in 4 passes, want one a pass:\n%s", len(lines), logs.String())
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "level=WARN") || !strings.Contains(l, want) {
+			t.Errorf("the warning %q names not %s at WARN", l, want)
+		}
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // Per-SIM caps (docs/routing.md): messages per UTC day and month, and
@@ -194,7 +196,7 @@ func (s *Store) SIMUsages(companyID uint64, fingerprint string, now time.Time) (
 func simUsages(tx *bolt.Tx, d Device, now time.Time) []SIMUsage {
 	t := newSIMTally(tx, now)
 	var out []SIMUsage
-	for _, slot := range []string{"SIM1", "SIM2"} {
+	for _, slot := range proto.SIMSlots() {
 		c, err := t.sim(d.CompanyID, d.ID, slot)
 		if err != nil {
 			c = &simCount{}

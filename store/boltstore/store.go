@@ -58,7 +58,9 @@ type Options struct {
 	// CompanyDailyStorage is how many bytes one company may add per UTC day
 	// (messages and webhook events, see charge); 0 means no limit.
 	CompanyDailyStorage int64
-	// Logger, when set, hears about a zero-length data file being given a new store.
+	// Logger, when set, hears about a zero-length data file being given a
+	// new store, and of a company the prune of abandoned sign-ups keeps
+	// for a member entry that names no user record.
 	Logger *slog.Logger
 	// SyncDelay is for measurement only: each group commit holds the
 	// writer this much longer after its fsync, as a slower disk would
@@ -80,6 +82,9 @@ type Store struct {
 	space *space
 	// dailyBudget is Options.CompanyDailyStorage; set once at Open.
 	dailyBudget int64
+	// log is Options.Logger: it hears of damage the store works around
+	// (PruneAbandonedSignups); nil hears nothing.
+	log *slog.Logger
 	// plans prices a company's subscription into limits (SetPlans); nil: no limits.
 	plans Plans
 	// statusEvents builds outbound status events (SetStatusEvents); nil: none.
@@ -142,7 +147,7 @@ func OpenContext(ctx context.Context, dir string, opt Options) (*Store, error) {
 		}
 	}
 	db.NoSync = opt.BulkLoad
-	s := &Store{db: db, path: path, space: &space{db: db, log: opt.Logger}, dailyBudget: max(opt.CompanyDailyStorage, 0)}
+	s := &Store{db: db, path: path, space: &space{db: db, log: opt.Logger}, log: opt.Logger, dailyBudget: max(opt.CompanyDailyStorage, 0)}
 	if !opt.ReadOnly {
 		if s.guard, err = newFileGuard(path); err != nil {
 			_ = db.Close()

@@ -2,6 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,5 +133,55 @@ func TestAbandonedSignupKeptForALinkMailedDuringThePrune(t *testing.T) {
 	}
 	if _, err := s.ConsumeOneTimeToken(reset, []string{"reset"}, now, true, func(*store.User) error { return nil }); err != nil {
 		t.Fatalf("the reset link: %v", err)
+	}
+}
+
+// catalogueReads counts the statements that read the catalogue's columns
+// (companyTables): a tracer on every connection of a store's pool.
+type catalogueReads struct{ n atomic.Int64 }
+
+func (c *catalogueReads) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "information_schema.columns") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *catalogueReads) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The tables an abandoned sign-up has no row in are read from the
+// catalogue once, at Open after the migrations, not by every batch of
+// the prune that finds a sign-up; the prune still looks in each of them:
+// a company with a row in one (an opt-out) stays.
+func TestAbandonedSignupTablesReadAtOpen(t *testing.T) {
+	t.Parallel()
+	reads := &catalogueReads{}
+	s := openStore(t, Options{Tracer: reads})
+	if n := reads.n.Load(); n != 1 {
+		t.Fatalf("Open read the catalogue's columns %d times, want once", n)
+	}
+	if !slices.Contains(s.companyTables, "opt_outs") || slices.Contains(s.companyTables, "companies") || slices.Contains(s.companyTables, "users") {
+		t.Fatalf("the company tables read at Open: %v, want opt_outs among them and neither companies nor users", s.companyTables)
+	}
+	now := time.Date(2026, 12, 20, 10, 0, 0, 0, time.UTC)
+	cutoff := now.Add(-8 * 24 * time.Hour)
+	gone, _, _ := conformance.Signup(t, s, "gone@example.com", cutoff.Add(-time.Hour))
+	kept, _, _ := conformance.Signup(t, s, "kept@example.com", cutoff.Add(-time.Hour))
+	if _, _, err := s.AddOptOut(kept.ID, "+15550001111", cutoff); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []uint64{gone.ID, kept.ID} {
+		if _, _, err := s.PruneAbandonedSignups(cutoff, now, c-1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Company(gone.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the abandoned sign-up: %v, want it removed", err)
+	}
+	if _, err := s.Company(kept.ID); err != nil {
+		t.Errorf("the sign-up with an opt-out: %v, want it kept", err)
+	}
+	if n := reads.n.Load(); n != 1 {
+		t.Errorf("the catalogue's columns read %d times after two batches of the prune, want once (at Open)", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -232,7 +233,7 @@ func (st *simTally) queueFlush(b *pgx.Batch) {
 func simUsages(t *txn, d store.Device, now time.Time) ([]store.SIMUsage, error) {
 	st := newSIMTally(t, now)
 	var out []store.SIMUsage
-	for _, slot := range []string{"SIM1", "SIM2"} {
+	for _, slot := range proto.SIMSlots() {
 		c, err := st.sim(d.ID, slot)
 		if err != nil {
 			return nil, err
