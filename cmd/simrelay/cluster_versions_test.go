@@ -3,7 +3,6 @@ package main
 import (
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,11 +25,8 @@ func TestClusterNoticesMixedVersions(t *testing.T) {
 		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
 	}
 	bin := buildBinary(t)
-	const older = "v0.0.0-older"
-	other := filepath.Join(t.TempDir(), "simrelay-older")
-	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+older, "-o", other, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	const older = versionedRelease
+	other := versionedBinary(t)
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil {
 		t.Fatal(err)

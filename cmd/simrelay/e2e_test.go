@@ -109,8 +109,10 @@ var built struct {
 func TestMain(m *testing.M) {
 	waitpar.Default(2)
 	code := storetest.Run(m)
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
+	for _, dir := range []string{built.dir, versioned.dir} {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 	os.Exit(code)
 }
