@@ -21,9 +21,10 @@ import (
 // company_device_ids, dev_conv_messages, agent_messages,
 // webhook_due_entries, media_keys, agent_numbers, the subscription's
 // customer), or, for the few small ones no index names (api_keys,
-// refresh_tokens, onetime_tokens, pairings, mail_outbox, billing_customer),
-// read whole in the first step. A company that is not stored is
-// ErrNotFound.
+// refresh_tokens, onetime_tokens, pairings, mail_outbox, billing_customer:
+// a record or a few per company, user or session, pruned by the server),
+// read whole in the first step and again in the last; the steps between
+// read none of them. A company that is not stored is ErrNotFound.
 func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRemoval, error) {
 	limit = max(limit, 1)
 	var r store.CompanyRemoval
