@@ -37,8 +37,11 @@ type Filled struct {
 // console session, a one-time token, three devices (one deleted since,
 // one disabled), the first with SIM caps, an unused pairing code, SMS
 // sends (queued with an expiry, at a priority, scheduled, one under an
-// idempotency key, one delivered) and an inbound one, an agent number
-// with a send and an inbound message that took a media file, another
+// idempotency key, one acked, one delivered, one failed by the carrier,
+// one through a round-robin pool and one through a sticky one) and an
+// inbound one, an agent number
+// with a send handed to the device and an inbound message that took a
+// media file, another
 // file no message took, an opt-out, a pool, a webhook set whose events
 // wait in the outbox with an attempt logged, a pending mail, and a
 // canceled subscription with a payment provider's customer.
@@ -105,6 +108,14 @@ func FillCompany(t *testing.T, s RemovalStore) Filled {
 		_, _, err := s.Transition(c.ID, d.ID, done.UUID, status, "", "", T0)
 		must("report "+status, err)
 	}
+	acked := send("acked", nil, store.IdempotencyKey{})
+	_, _, err = s.Transition(c.ID, d.ID, acked.UUID, store.MsgSending, "", "", T0)
+	must("ack", err)
+	failed := send("failed", func(m *store.Message) { m.Phone = "+15550005555" }, store.IdempotencyKey{})
+	for _, status := range []string{store.MsgSending, store.MsgFailed} {
+		_, _, err := s.Transition(c.ID, d.ID, failed.UUID, status, "generic_failure", "", T0)
+		must("report "+status, err)
+	}
 	f.Media, _, err = s.PutMedia(store.Media{ID: fmt.Sprintf("med_fill_%d", n), CompanyID: c.ID, DeviceID: d.ID, Key: "k/0", ContentType: "image/png", Filename: "a.png", Size: 3},
 		bytes.NewReader([]byte("png")), T0)
 	must("media", err)
@@ -127,6 +138,8 @@ func FillCompany(t *testing.T, s RemovalStore) Filled {
 	got, _, err = s.EnqueueAgent(&am, store.IdempotencyKey{}, clock, noVet, nil)
 	must("agent send", err)
 	f.Messages = append(f.Messages, got)
+	_, err = s.AgentHandOut(c.ID, d.ID, got.ID)
+	must("hand the agent send out", err)
 	ai := inboundTo(d, f.Numbers[0].Address, fmt.Sprintf("wa-%d", n))
 	ai.Media = []store.MediaRef{{ID: f.Media.ID}}
 	got, _, err = s.StoreAgentInbound(&ai, clock)
@@ -135,10 +148,13 @@ func FillCompany(t *testing.T, s RemovalStore) Filled {
 
 	_, _, err = s.AddOptOut(c.ID, "+15550007777", T0)
 	must("opt-out", err)
-	_, err = s.PutPool(c.ID, 0, T0, func(store.Pool) (store.PoolInput, error) {
-		return store.PoolInput{Name: "main", Strategy: "round_robin", Members: []store.PoolMemberInput{{Device: d.Fingerprint, SIMSlot: "SIM1", DeviceID: d.ID}}}, nil
-	})
-	must("pool", err)
+	for _, strategy := range []string{store.PoolRoundRobin, store.PoolSticky} {
+		_, err = s.PutPool(c.ID, 0, T0, func(store.Pool) (store.PoolInput, error) {
+			return store.PoolInput{Name: "pool " + strategy, Strategy: strategy, Members: []store.PoolMemberInput{{Device: d.Fingerprint, SIMSlot: "SIM1", DeviceID: d.ID}}}, nil
+		})
+		must("pool", err)
+		send("through a pool", func(m *store.Message) { m.Device, m.SIMSlot, m.Pool = "", "", "pool "+strategy }, store.IdempotencyKey{})
+	}
 
 	set, err := s.UpdateWebhookSet(c.ID, T0, func(w *store.WebhookSet) error {
 		w.Secret = fmt.Sprintf("whsec_%d", n)
@@ -153,7 +169,7 @@ func FillCompany(t *testing.T, s RemovalStore) Filled {
 	must("due deliveries", err)
 	for _, dd := range due {
 		if job, err := s.WebhookJob(dd.ID); err == nil && job.Delivery.CompanyID == c.ID {
-			_, err := s.RecordWebhookAttempt(dd.ID, 0, outcome(store.WebhookPending, T0))
+			_, err := s.RecordWebhookAttempt(dd.ID, 100, outcome(store.WebhookPending, T0))
 			must("webhook attempt", err)
 			break
 		}
