@@ -110,6 +110,7 @@ type Backend interface {
 	RecordWebhookAttemptLater(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) AttemptRecord
 	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p Pairing, old *Device) (Device, error)) (dev Device, replaced bool, sum DeviceSummary, err error)
 	ReleaseDue(now time.Time, limit int) ([]Message, error)
+	RemoveCompanyStep(companyID uint64, limit int) (CompanyRemoval, error)
 	RemoveOptOut(companyID uint64, phone string) error
 	RevokeUserSessions(userID uint64) error
 	RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.Time) (RefreshToken, error)

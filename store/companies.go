@@ -65,3 +65,50 @@ type Company struct {
 func SignupOwnerUnverified(u User) bool {
 	return u.Role == RoleAdmin && !u.EmailVerified && u.InvitedBy == 0 && u.PasswordHash != ""
 }
+
+// CompanyRemoval is what one step of a company's removal
+// (RemoveCompanyStep, in both stores) removed: the company's messages,
+// users (pending invitations included) and devices (live ones; a deleted
+// registration is a record of its own), its other records of every kind
+// (Records: indexes and counters, webhook deliveries and attempts, media,
+// opt-outs, pools, numbers, activity, day totals, billing records, mail,
+// sessions and tokens), and whether the company's own record went with
+// this step (Done), the last.
+//
+// A removal runs in steps of a bounded number of records, each its own
+// transaction, so a company of many messages never holds the embedded
+// store's single writer for long: the first step takes what lets anyone
+// act for the company (its API key, users with their sessions, refresh
+// and one-time tokens, devices with their tokens, pairing codes), the
+// next ones its messages, deliveries, media and the rest, and the company's
+// own record goes last, so a removal stopped midway leaves the company,
+// without its credentials, for the next run to finish. The ids stay taken
+// (neither store gives an id twice). What is not the company's stays: the
+// account mails sent to its users' addresses (Mail.CompanyID 0), which go
+// with the outbox's own prune (PruneMail), and the payment provider's
+// event ids already applied (PruneBillingEvents), which name no company.
+type CompanyRemoval struct {
+	Messages int64 `json:"messages"`
+	Users    int64 `json:"users"`
+	Devices  int64 `json:"devices"`
+	Records  int64 `json:"records"`
+	Done     bool  `json:"-"`
+}
+
+// Add adds the counts of o to r, and takes its Done.
+func (r *CompanyRemoval) Add(o CompanyRemoval) {
+	r.Messages += o.Messages
+	r.Users += o.Users
+	r.Devices += o.Devices
+	r.Records += o.Records
+	r.Done = o.Done
+}
+
+// SubscriptionLive says whether sub is a payment provider's subscription
+// that has not ended (any status but canceled): a company that holds one
+// is not removed (simrelay admin delete-company), since the provider
+// would go on billing a customer whose company is gone. A plan set
+// without the provider (admin set-plan, the default plan) is none.
+func SubscriptionLive(sub Subscription) bool {
+	return sub.ProviderSubID != "" && sub.Status != "canceled"
+}

@@ -31,6 +31,7 @@ const adminUsage = `Usage:
   simrelay admin check [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]
   simrelay admin delete-device --company ID --device FINGERPRINT [--data-dir D | --database-url URL]
+  simrelay admin delete-company --company ID --confirm NAME [--data-dir D | --database-url URL]
   simrelay admin copy-store --to postgres://... [--data-dir D]
   simrelay admin rotate-keys [--data-dir D | --database-url URL]
 
@@ -71,6 +72,8 @@ func admin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = adminSetPlan(ctx, args[1:], stdout, stderr)
 	case "delete-device":
 		err = adminDeleteDevice(ctx, args[1:], stdout, stderr)
+	case "delete-company":
+		err = adminDeleteCompany(ctx, args[1:], stdout, stderr)
 	case "copy-store":
 		err = adminCopyStore(ctx, args[1:], stdout, stderr)
 	case "rotate-keys":

@@ -37,6 +37,7 @@ func TestDatabaseURLReachesEveryCommand(t *testing.T) {
 		{[]string{"admin", "mail", "--data-dir", "DIR"}, 1, `the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay`},
 		{[]string{"admin", "set-plan", "--company", "1", "--plan", "pro", "--data-dir", "DIR"}, 1, `the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay`},
 		{[]string{"admin", "delete-device", "--company", "1", "--device", "phone-1", "--data-dir", "DIR"}, 1, `the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay`},
+		{[]string{"admin", "delete-company", "--company", "1", "--confirm", "Acme", "--data-dir", "DIR"}, 1, `the database postgres://simrelay:xxxxx@127.0.0.1:1/simrelay`},
 		{[]string{"admin", "backup", "DIR/copy.db", "--data-dir", "DIR"}, 2, `back it up with pg_dump`},
 		{[]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", "DIR", "--store-sync-delay", "1ms"}, 2, `--store-sync-delay (SIMRELAY_STORE_SYNC_DELAY) slows the embedded store's writer: it has no meaning with --database-url`},
 		{[]string{"bench", "--slow-sync", "1ms", "--json", "DIR/bench.json"}, 2, `--slow-sync (SIMRELAY_SLOW_SYNC) slows the embedded store's writer`},
@@ -107,6 +108,7 @@ func TestAdminRefusesADatabaseWithoutTheSchema(t *testing.T) {
 		{"mail"},
 		{"set-plan", "--company", "1", "--plan", "pro"},
 		{"delete-device", "--company", "1", "--device", "phone-1"},
+		{"delete-company", "--company", "1", "--confirm", "Acme"},
 	}
 	for _, db := range []struct{ name, url, holds string }{
 		{"empty", empty, "it holds no table"},

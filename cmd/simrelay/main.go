@@ -74,6 +74,7 @@ Usage:
   simrelay admin check              walk every page of the embedded store, the server stopped
   simrelay admin set-plan           put a company on a plan, without a payment provider
   simrelay admin delete-device      delete a device by its fingerprint as stored (one no API path can name)
+  simrelay admin delete-company     remove a company with every record of it
   simrelay admin copy-store         copy the store into an empty PostgreSQL database
   simrelay admin rotate-keys        replace the server's own keys, every server stopped
   simrelay phone [flags]            run a virtual phone (simrelay phone -h)

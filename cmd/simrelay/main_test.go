@@ -471,6 +471,7 @@ func TestAdminRefusesADataDirWithoutAStore(t *testing.T) {
 			{"admin", "backup", backup},
 			{"admin", "set-plan", "--company", "1", "--plan", "pro"},
 			{"admin", "delete-device", "--company", "1", "--device", ".."},
+			{"admin", "delete-company", "--company", "1", "--confirm", "Acme"},
 		} {
 			code, out, errOut := runCmd(t, append(args, "--data-dir", dc.dir)...)
 			want := `--data-dir (SIMRELAY_DATA_DIR) "` + dc.dir + `": ` + dc.want

@@ -36,7 +36,13 @@ func (s *Store) AppendCompanyMail(m *Mail, lim store.MailLimits) error {
 		return fmt.Errorf("store: append company mail: %w: no company", ErrConflict)
 	}
 	var full *store.MailOutboxFullError
-	err := s.update(func(tx *bolt.Tx) error { full = nil; return s.appendMail(tx, m, &lim) })
+	err := s.update(func(tx *bolt.Tx) error {
+		full = nil
+		if err := companyStored(tx, m.CompanyID); err != nil {
+			return err
+		}
+		return s.appendMail(tx, m, &lim)
+	})
 	if errors.As(err, &full) {
 		return full
 	}

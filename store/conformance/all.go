@@ -102,6 +102,10 @@ func All(t *testing.T, open func(t *testing.T, budget int64) store.Backend) {
 		t.Parallel()
 		Agents(t, func(t *testing.T) AgentsStore { return open(t, 0) })
 	})
+	t.Run("CompanyRemoval", func(t *testing.T) {
+		t.Parallel()
+		CompanyRemoval(t, func(t *testing.T) RemovalStore { return open(t, 0) })
+	})
 	t.Run("AgentsBudget", func(t *testing.T) {
 		t.Parallel()
 		AgentsBudget(t, func(t *testing.T) AgentsStore { return open(t, AgentsBudgetBytes) })

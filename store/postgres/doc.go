@@ -213,6 +213,15 @@
 // before it looks at any (route.go, TestPoolSendsLockDevicesInOrder,
 // TestPoolSendsCommitSideBySide). So none of them waits on another in a
 // circle over these rows.
+// A company's removal (RemoveCompanyStep, an admin command) is the one
+// writer that does not keep it: each of its steps locks the company's
+// devices, in id order, then its row (the API key's change), and then
+// deletes its rows table by table, messages among them; a writer that
+// holds a message of the company and waits for its device may meet it in
+// a circle, and the database's deadlock check ends one of the two, which
+// write runs again. The company's devices and credentials go with the
+// first step, so after it no new writer of the company's messages starts
+// (TestConformance's CompanyRemoval/LinkedPhoneAfter).
 //
 // # Received messages
 //

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/simrelay/simrelay/internal/storetest"
+	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
+)
+
+// admin delete-company removes a company with every record of it, once
+// --confirm names it and no Stripe subscription of it is live; a refused
+// run removes nothing; a run stopped after a step is finished by the next
+// one; the other companies stay as they were.
+func TestAdminDeleteCompany(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	run := func(args ...string) (int, string, string) {
+		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
+	}
+	acmeID, _ := adminCompany(t, run, "Acme", "you@example.com")
+	b := openTestBackend(t, st)
+	gone := conformance.FillCompany(t, b)
+	kept := conformance.FillCompany(t, b)
+	if _, err := b.UpdateSubscription(gone.Company.ID, func(sub *store.Subscription) error {
+		sub.Status = "past_due"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	id, name := fmt.Sprint(gone.Company.ID), gone.Company.Name
+
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--company", id}, 2, "--confirm: the company's name is required"},
+		{[]string{"--confirm", name}, 2, "--company: the company's id is required"},
+		{[]string{"--company", id, "--confirm", strings.ToLower(name)}, 2, fmt.Sprintf("--confirm %q is not the name of company %s, which is %q: nothing was removed", strings.ToLower(name), id, name)},
+		{[]string{"--company", id, "--confirm", name + " "}, 2, "is not the name of company"},
+		{[]string{"--company", "999999", "--confirm", name}, 1, "no company 999999"},
+		{[]string{"--company", id, "--confirm", name}, 1, "pays through the Stripe subscription sub_fill_"},
+	} {
+		code, out, errOut := run(append([]string{"delete-company"}, c.args...)...)
+		if code != c.code || out != "" || !strings.Contains(errOut, c.want) {
+			t.Errorf("delete-company %v: exit %d %q %q, want %d and %q", c.args, code, out, errOut, c.code, c.want)
+		}
+	}
+	b = openTestBackend(t, st)
+	conformance.CheckKept(t, b, gone)
+	// Stripe's cancellation arrives; then a run stopped after its first
+	// step (a crash, Ctrl-C) leaves the company for the next run.
+	if _, err := b.UpdateSubscription(gone.Company.ID, func(sub *store.Subscription) error {
+		sub.Status = "canceled"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.RemoveCompanyStep(gone.Company.ID, 2); err != nil || r.Done {
+		t.Fatalf("a first step: %+v (%v)", r, err)
+	}
+	b.Close()
+	if !storetest.Postgres() {
+		// Ctrl-C before a step: it stops there, saying so.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var out, errb bytes.Buffer
+		if code := admin(ctx, append([]string{"delete-company", "--company", id, "--confirm", name}, st.args()...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "run the same command again to finish") {
+			t.Errorf("delete-company stopped: exit %d %q, want 1 and how to finish", code, errb.String())
+		}
+	}
+
+	code, out, errOut := run("delete-company", "--company", id, "--confirm", name)
+	if code != 0 {
+		t.Fatalf("delete-company: exit %d %q %q, want 0", code, out, errOut)
+	}
+	var printed struct {
+		CompanyID uint64 `json:"companyId"`
+		Deleted   bool   `json:"deleted"`
+		Messages  int64  `json:"messages"`
+		Records   int64  `json:"records"`
+	}
+	if err := json.Unmarshal([]byte(out), &printed); err != nil || printed.CompanyID != gone.Company.ID || !printed.Deleted || printed.Records == 0 {
+		t.Fatalf("delete-company printed %q (%v)", out, err)
+	}
+	b = openTestBackend(t, st)
+	conformance.CheckRemoved(t, b, gone)
+	conformance.CheckKept(t, b, kept)
+	if _, err := b.Company(acmeID); err != nil {
+		t.Errorf("company %d after another's removal: %v", acmeID, err)
+	}
+	b.Close()
+	if code, _, errOut := run("delete-company", "--company", id, "--confirm", name); code != 1 || !strings.Contains(errOut, "no company "+id) {
+		t.Errorf("delete-company again: exit %d %q, want 1 and no company %s", code, errOut, id)
+	}
+}

@@ -1,0 +1,147 @@
+package postgres
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/simrelay/simrelay/store"
+)
+
+// RemoveCompanyStep removes, in one transaction, up to about limit rows
+// of the company (store.CompanyRemoval). Each step first removes what
+// lets anyone act for the company, a no-op once done: its API key is
+// replaced by a value no key hashes to (the row stays until the last
+// step), its users go with their refresh-token families and tokens,
+// console sessions and one-time tokens, its devices (deleted
+// registrations too) with their SIM counters and links, its pairing
+// codes. Then it deletes up to the rest of limit rows from the tables with
+// a company_id column (companyTables, read from the catalogue, so a table
+// added later is emptied without a change here), a table at a time in the
+// catalogue's order, which deletes a webhook delivery before its event;
+// the rows of pools and media without one (member turns, sticky entries,
+// chunks) go by their foreign keys' ON DELETE CASCADE. The step that finds
+// no row left locks the company's row, deletes what a writer that was
+// already under way stored meanwhile, and deletes the row. A company that
+// is not stored is ErrNotFound.
+func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRemoval, error) {
+	limit = max(limit, 1)
+	var r store.CompanyRemoval
+	err := s.write(fmt.Sprintf("remove company %d", companyID), func(t *txn) error {
+		r = store.CompanyRemoval{}
+		var one int
+		if err := t.row("SELECT 1 FROM companies WHERE id = $1", id(companyID)).Scan(&one); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return store.ErrNotFound
+			}
+			return err
+		}
+		if err := removeCompanyCredentials(t, companyID, &r); err != nil {
+			return err
+		}
+		rows, err := t.query(companyTables)
+		if err != nil {
+			return err
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		left := limit
+		for _, table := range tables {
+			n, err := deleteSome(t, pgx.Identifier{table}.Sanitize(), "company_id = $2", left, id(companyID))
+			if err != nil {
+				return err
+			}
+			countRemoved(&r, table, n)
+			if left -= n; left <= 0 {
+				return nil
+			}
+		}
+		// Nothing was left: the row, locked, then what a writer under way
+		// stored since, then the row.
+		if _, err := t.exec("SELECT 1 FROM companies WHERE id = $1 FOR UPDATE", id(companyID)); err != nil {
+			return err
+		}
+		if err := removeCompanyCredentials(t, companyID, &r); err != nil {
+			return err
+		}
+		for _, table := range tables {
+			tag, err := t.exec("DELETE FROM "+pgx.Identifier{table}.Sanitize()+" WHERE company_id = $1", id(companyID))
+			if err != nil {
+				return err
+			}
+			countRemoved(&r, table, int(tag.RowsAffected()))
+		}
+		if _, err := t.exec("DELETE FROM companies WHERE id = $1", id(companyID)); err != nil {
+			return err
+		}
+		r.Done = true
+		return nil
+	})
+	if err != nil {
+		return store.CompanyRemoval{}, fmt.Errorf("store: remove company %d: %w", companyID, err)
+	}
+	return r, nil
+}
+
+// companyStored refuses, with store.ErrNotFound, a write under a company
+// that is not stored (one removed, RemoveCompanyStep), for the records
+// whose table has no foreign key to companies and that nothing else ties
+// to a live device, user or number (an opt-out, a company mail). It takes
+// the company's row KEY SHARE, as a foreign key's check would, so the
+// removal's last step, which locks the row FOR UPDATE, waits for the
+// write and then deletes what it stored, or comes first and the write
+// finds no row.
+func companyStored(t *txn, companyID uint64) error {
+	var one int
+	err := t.row("SELECT 1 FROM companies WHERE id = $1 FOR KEY SHARE", id(companyID)).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("company %d: %w", companyID, store.ErrNotFound)
+	}
+	return err
+}
+
+// removeCompanyCredentials removes the company's API key (replaced in its
+// row, which the last step deletes), users with their sessions and
+// tokens, devices with their SIM counters and links, and pairing codes:
+// one round trip. The devices are locked first, in id order, before the
+// company's row, as a registration and a device's deletion take them
+// (doc.go: lock order).
+func removeCompanyCredentials(t *txn, companyID uint64, r *store.CompanyRemoval) error {
+	c := id(companyID)
+	add := func(n *int64) func(pgconn.CommandTag) error {
+		return func(tag pgconn.CommandTag) error {
+			*n += tag.RowsAffected()
+			return nil
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue("SELECT id FROM devices WHERE company_id = $1 ORDER BY id FOR UPDATE", c)
+	b.Queue(`UPDATE companies SET api_key_hash = convert_to('removed company ' || id, 'UTF8')
+		WHERE id = $1 AND api_key_hash <> convert_to('removed company ' || id, 'UTF8')`, c)
+	b.Queue(`DELETE FROM refresh_tokens WHERE family IN (SELECT f.family FROM token_families f
+		JOIN users u ON u.id = f.user_id WHERE u.company_id = $1)`, c).Exec(add(&r.Records))
+	b.Queue("DELETE FROM token_families WHERE user_id IN (SELECT id FROM users WHERE company_id = $1)", c).Exec(add(&r.Records))
+	b.Queue("DELETE FROM console_sessions WHERE user_id IN (SELECT id FROM users WHERE company_id = $1)", c).Exec(add(&r.Records))
+	b.Queue("DELETE FROM one_time_tokens WHERE (rec->>'user_id')::bigint IN (SELECT id FROM users WHERE company_id = $1)", c).Exec(add(&r.Records))
+	b.Queue("DELETE FROM users WHERE company_id = $1", c).Exec(add(&r.Users))
+	b.Queue("DELETE FROM sim_usage WHERE device_id IN (SELECT id FROM devices WHERE company_id = $1)", c).Exec(add(&r.Records))
+	b.Queue("DELETE FROM sim_recipients WHERE device_id IN (SELECT id FROM devices WHERE company_id = $1)", c).Exec(add(&r.Records))
+	b.Queue("DELETE FROM device_links WHERE device_id IN (SELECT id FROM devices WHERE company_id = $1)", c).Exec(add(&r.Records))
+	b.Queue("DELETE FROM devices WHERE company_id = $1 AND deleted_at IS NULL", c).Exec(add(&r.Devices))
+	b.Queue("DELETE FROM devices WHERE company_id = $1", c).Exec(add(&r.Records))
+	b.Queue("DELETE FROM pairings WHERE company_id = $1", c).Exec(add(&r.Records))
+	return t.sendBatch(b)
+}
+
+// countRemoved adds n rows removed from table to r.
+func countRemoved(r *store.CompanyRemoval, table string, n int) {
+	if table == "messages" {
+		r.Messages += int64(n)
+	} else {
+		r.Records += int64(n)
+	}
+}
