@@ -31,6 +31,14 @@ func (s *Service) SetPeers(peers Peers, ttl time.Duration) error {
 	return nil
 }
 
+// SetKeyTTL has a cached API key read again from the store after ttl, on a
+// server that is not a node of a cluster but whose store other processes
+// write: a lone server on PostgreSQL, beside which the admin commands run
+// (simrelay admin delete-company takes a company's key away). SetPeers sets
+// it for a cluster's node. Call it before serving; 0 caches keys until
+// rotated here.
+func (s *Service) SetKeyTTL(ttl time.Duration) { s.keyTTL = ttl }
+
 // forgetKey drops an API key hash from this node's cache. keysGen moves
 // first, so that a lookup reading the store meanwhile does not cache the
 // key again.

@@ -51,11 +51,16 @@ type sharedLimits struct {
 
 // shareLimits makes this node's limits and caches the cluster's when bus is
 // set (a node of a cluster, on PostgreSQL), and returns the zero
-// sharedLimits otherwise. settings gives this node's shared settings, their
+// sharedLimits otherwise; a lone server on PostgreSQL reads a cached API
+// key again after the cluster's cache TTL, as a node does, since the
+// admin commands beside it may take a key away (delete-company). settings gives this node's shared settings, their
 // secrets digested with the key it is given (serveConfig.sharedSettings):
 // the cluster's secret in the database, read here.
 func shareLimits(bus *cluster.Bus, st backend, accounts *account.Service, devices *device.Service, settings func(key []byte) map[string]string, log *slog.Logger) (sharedLimits, error) {
 	if bus == nil {
+		if _, ok := st.(*postgres.Store); ok {
+			accounts.SetKeyTTL(cluster.DefaultCacheTTL)
+		}
 		return sharedLimits{}, nil
 	}
 	pg, ok := st.(*postgres.Store)

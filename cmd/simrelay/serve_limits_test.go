@@ -18,11 +18,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/simrelay/simrelay/account"
+	"github.com/simrelay/simrelay/cluster"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/pacing"
@@ -550,4 +552,45 @@ func TestClusterRateLimitWithoutItsDatabase(t *testing.T) {
 func loopbackProxies() []*net.IPNet {
 	_, loopback, _ := net.ParseCIDR("127.0.0.0/8")
 	return []*net.IPNet{loopback}
+}
+
+// A lone server on PostgreSQL reads a cached API key again after the
+// cluster's cache TTL, as a node does: an admin command beside it (a
+// company removed, delete-company) takes the key away within it. Without
+// it the server kept the key until it restarted.
+func TestLoneServerOnPostgreSQLRereadsAPIKeys(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	st, err := postgres.Open(context.Background(), pgtest.URL(t), postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	clk := testclock.New(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	cfg := account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}
+	accounts, err := account.New(cfg, st, nil, log, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shareLimits(nil, st, accounts, nil, nil, log); err != nil {
+		t.Fatal(err)
+	}
+	c, _, key, err := accounts.CreateCompany("Acme", account.OwnerInput{FirstName: "A", LastName: "B", Email: "a@acme.test", Password: "Correct horse battery 9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := accounts.Authenticate(context.Background(), key); err != nil { // cached now
+		t.Fatal(err)
+	}
+	for done := false; !done; {
+		r, err := st.RemoveCompanyStep(c.ID, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = r.Done
+	}
+	clk.Advance(cluster.DefaultCacheTTL)
+	if _, err := accounts.Authenticate(context.Background(), key); err == nil {
+		t.Fatalf("the key of a removed company still passes %s after", cluster.DefaultCacheTTL)
+	}
 }
