@@ -476,6 +476,13 @@ func removalLinkedPhone(t *testing.T, s RemovalStore) {
 				t.Errorf("%s was stored under the removed company", what)
 			}
 		}
+		// Those an API request makes say the company is not found (404),
+		// on both stores alike, not a broken foreign key (500).
+		for _, what := range []string{"an opt-out", "a pool", "a webhook set", "a pairing code"} {
+			if err := late[what]; !midway && !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s under the removed company: %v, want ErrNotFound", what, err)
+			}
+		}
 		if midway {
 			RemoveCompany(t, s, c.ID, 1000)
 		}

@@ -88,9 +88,11 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 }
 
 // companyStored refuses, with store.ErrNotFound, a write under a company
-// that is not stored (one removed, RemoveCompanyStep), for the records
+// that is not stored (one removed, RemoveCompanyStep): for the records
 // whose table has no foreign key to companies and that nothing else ties
-// to a live device, user or number (an opt-out, a company mail). It takes
+// to a live device, user or number (an opt-out, a company mail), and for
+// those an API request writes whose foreign key would otherwise fail as a
+// database error (a webhook set, a pairing code: 404, not 500). It takes
 // the company's row KEY SHARE, as a foreign key's check would, so the
 // removal's last step, which locks the row FOR UPDATE, waits for the
 // write and then deletes what it stored, or comes first and the write
