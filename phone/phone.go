@@ -18,6 +18,12 @@ func Normalize(s string) (string, error) {
 	if !strings.HasPrefix(s, "+") {
 		return "", ErrInvalid
 	}
+	if digitsOnly(s[1:]) { // written as stored, as nearly every API call writes it: s itself
+		if n := len(s) - 1; n < 8 || n > 15 || s[1] == '0' {
+			return "", ErrInvalid
+		}
+		return s, nil
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	b.WriteByte('+')
@@ -35,6 +41,16 @@ func Normalize(s string) (string, error) {
 		return "", ErrInvalid
 	}
 	return out, nil
+}
+
+// digitsOnly reports whether s holds the digits 0 to 9 alone.
+func digitsOnly(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // NormalizeSender reads the sender a phone reports for a received message:

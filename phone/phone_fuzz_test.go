@@ -2,6 +2,7 @@ package phone
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -38,4 +39,45 @@ func FuzzNormalize(f *testing.F) {
 			t.Fatalf("NormalizeSender(%q) = %q, Normalize takes it as %q", s, n, want)
 		}
 	})
+}
+
+// FuzzNormalizeAsBuilt holds Normalize, which answers a number written as
+// it is stored with itself, to the number it builds for every other: the
+// same answer and the same refusal for whatever it is given.
+func FuzzNormalizeAsBuilt(f *testing.F) {
+	for _, s := range []string{"+15551234567", "+1234567", "+12345678", "+123456789012345", "+1234567890123456", "+0123456789",
+		"+", "", " +15551234567\t", "+1 555 123 4567", "+١٢٣٤٥٦٧٨٩", "15551234567", "++15551234567"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, gotErr := Normalize(s)
+		want, wantErr := normalizeBuilt(s)
+		if got != want || gotErr != wantErr {
+			t.Fatalf("Normalize(%q) = %q, %v; want %q, %v", s, got, gotErr, want, wantErr)
+		}
+	})
+}
+
+// normalizeBuilt is Normalize building every number it answers.
+func normalizeBuilt(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "+") {
+		return "", ErrInvalid
+	}
+	var b strings.Builder
+	b.WriteByte('+')
+	for _, r := range s[1:] {
+		switch {
+		case r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case r == ' ' || r == '-' || r == '.' || r == '(' || r == ')':
+		default:
+			return "", ErrInvalid
+		}
+	}
+	out := b.String()
+	if n := len(out) - 1; n < 8 || n > 15 || out[1] == '0' {
+		return "", ErrInvalid
+	}
+	return out, nil
 }
