@@ -325,8 +325,11 @@ func overflow(data []byte, typ *json.UnmarshalTypeError) (sign int, start, end i
 // domain (TestIntegerOverflowIsOutOfRange), but those of unboundedAbove,
 // whose numbers too big are left to tooBig.
 func boundNumber(data []byte, err error) ([]byte, bool) {
+	if err == nil {
+		return nil, false // before typ, whose address errors.As takes: on the heap, for every body
+	}
 	var typ *json.UnmarshalTypeError
-	if err == nil || !errors.As(err, &typ) {
+	if !errors.As(err, &typ) {
 		return nil, false
 	}
 	sign, start, end := overflow(data, typ)

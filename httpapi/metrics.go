@@ -36,8 +36,25 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 func (m *metrics) observe(method, route string, status int, d time.Duration) {
 	method = metricMethod(method)
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.requests.WithLabelValues(route, method, statusLabel(status)).Inc()
 	m.latency.WithLabelValues(route, method).Observe(d.Seconds())
+}
+
+// statusLabels are the status labels of the codes 100 to 599, made once:
+// strconv.Itoa makes a string for each request's three digits.
+var statusLabels = func() (l [600]string) {
+	for code := 100; code < len(l); code++ {
+		l[code] = strconv.Itoa(code)
+	}
+	return l
+}()
+
+// statusLabel is the status label of a request: its code in decimal.
+func statusLabel(status int) string {
+	if status >= 100 && status < len(statusLabels) {
+		return statusLabels[status]
+	}
+	return strconv.Itoa(status)
 }
 
 // metricMethod is the method label of a request: its method when HTTP

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -57,6 +58,9 @@ func loggedPath(escaped string) string {
 	if err != nil {
 		decoded = escaped
 	}
+	if !mayHoldPairing(decoded) {
+		return escaped // every request but the pairing routes': nothing split, nothing kept
+	}
 	var segs []string
 	for _, seg := range strings.Split(decoded, "/") {
 		switch seg {
@@ -83,6 +87,23 @@ func loggedPath(escaped string) string {
 		}
 	}
 	return strings.Join(asked, "/")
+}
+
+// mayHoldPairing is false only for a path with no segment EqualFold to
+// "pairing": one of ASCII bytes alone in which "pairing" appears in no
+// case. A byte outside ASCII answers true, since Unicode's folding is
+// then loggedPath's to judge.
+func mayHoldPairing(s string) bool {
+	const word = "pairing"
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= utf8.RuneSelf:
+			return true
+		case c|0x20 == 'p' && len(s)-i >= len(word) && strings.EqualFold(s[i:i+len(word)], word):
+			return true
+		}
+	}
+	return false
 }
 
 // authScope are the credential routes limited per client IP on top of the general limit.
@@ -458,7 +479,11 @@ func (k *credentialCheck) check(auth func(context.Context, string) (account.Prin
 	if k.level == admin && !p.IsAdmin() {
 		return problem.New(problem.Forbidden, "Only admins may do this.")
 	}
-	k.c.Set(keyPrincipal, p)
+	// The same principal, as nearly always, is kept as it is: setting it
+	// again would box another copy on the heap.
+	if had, ok := k.c.Get(keyPrincipal).(account.Principal); !ok || had != p {
+		k.c.Set(keyPrincipal, p)
+	}
 	return nil
 }
 
