@@ -1,9 +1,11 @@
 package androidproto
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Version is the protocol version this build speaks, sent in hello.
@@ -268,19 +270,54 @@ func (Error) FrameType() string      { return TypeError }
 func (Health) FrameType() string     { return TypeHealth }
 
 // Encode returns the frame's JSON with its "type" field first.
+//
+// The frame is encoded as json.Marshal encodes it, by a pooled
+// json.Encoder whose output goes straight into the frame's bytes: one
+// allocation a frame, where Marshal's copy of its output was a second.
 func Encode(f Frame) ([]byte, error) {
-	body, err := json.Marshal(f)
+	e := frameEncoders.Get().(*frameEncoder)
+	e.w.typ = f.FrameType()
+	err := e.enc.Encode(f)
+	out := e.w.out
+	e.w.out, e.w.typ = nil, ""
+	frameEncoders.Put(e)
 	if err != nil {
 		return nil, fmt.Errorf("androidproto: encode %s: %w", f.FrameType(), err)
 	}
-	out := make([]byte, 0, len(body)+len(f.FrameType())+12)
+	return out, nil
+}
+
+// frameEncoder is a json.Encoder writing into a frameWriter, reused.
+type frameEncoder struct {
+	enc *json.Encoder
+	w   frameWriter
+}
+
+var frameEncoders = sync.Pool{New: func() any {
+	e := &frameEncoder{}
+	e.enc = json.NewEncoder(&e.w)
+	return e
+}}
+
+// frameWriter takes an Encoder's one write of a frame's JSON (an object
+// and a newline) and makes the frame of it: the type first, then the
+// object's members.
+type frameWriter struct {
+	typ string // the frame's type
+	out []byte // the frame
+}
+
+func (w *frameWriter) Write(p []byte) (int, error) {
+	body := p[:len(p)-1] // without the Encoder's newline
+	out := make([]byte, 0, len(body)+len(w.typ)+12)
 	out = append(out, `{"type":"`...)
-	out = append(out, f.FrameType()...)
+	out = append(out, w.typ...)
 	out = append(out, '"')
 	if len(body) > 2 {
 		out = append(out, ',')
 	}
-	return append(out, body[1:]...), nil
+	w.out = append(out, body[1:]...)
+	return len(p), nil
 }
 
 // ErrUnknownType is returned by Decode for a frame type this build does not
@@ -289,6 +326,45 @@ var ErrUnknownType = errors.New("androidproto: unknown frame type")
 
 // Decode parses one frame. Unknown fields are ignored.
 func Decode(data []byte) (Frame, error) {
+	// A phone's ack or status, most of the frames a server reads, written
+	// with its type first as Encode writes it, is decoded in one pass
+	// where other frames take two (the type, then the frame). Whatever
+	// that pass does not take as exactly such a frame (another type named
+	// later in the object, a member of the wrong kind, broken JSON) is
+	// decoded as every other frame is, errors and all.
+	if bytes.HasPrefix(data, ackPrefix) || bytes.HasPrefix(data, statusPrefix) {
+		var r report
+		if json.Unmarshal(data, &r) == nil {
+			switch r.Type {
+			case TypeAck:
+				return &Ack{ID: r.ID}, nil
+			case TypeStatus:
+				return &Status{ID: r.ID, Status: r.Status, Error: r.Error, Detail: r.Detail, At: r.At}, nil
+			}
+		}
+	}
+	return decode(data)
+}
+
+var (
+	ackPrefix    = []byte(`{"type":"` + TypeAck + `"`)
+	statusPrefix = []byte(`{"type":"` + TypeStatus + `"`)
+)
+
+// report is an ack or a status frame with its type: the members of a
+// Status (an Ack's one member among them) and the type, so that one
+// decoding reads what decode's two read.
+type report struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
+	Detail string `json:"detail"`
+	At     string `json:"at"`
+}
+
+// decode parses one frame: its type, then the frame of that type.
+func decode(data []byte) (Frame, error) {
 	var env struct {
 		Type string `json:"type"`
 	}

@@ -62,6 +62,29 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
+// FuzzDecodeReportsInOnePass holds Decode's one pass over an ack or a
+// status to the two passes every other frame takes (decode): the same
+// frame, or the same error, for whatever the bytes hold.
+func FuzzDecodeReportsInOnePass(f *testing.F) {
+	for _, s := range []string{`{"type":"ack","id":"x"}`, `{"type":"status","id":"x","status":"sent","at":""}`,
+		`{"type":"status","id":"x","status":"failed","error":"no signal","detail":"read","at":"2026-11-22T10:04:07.500Z"}`,
+		`{"type":"ack","id":"x","status":5}`, `{"type":"ack","id":5}`, `{"type":"ack","type":"status","id":"x","status":"sent"}`,
+		`{"type":"status","TYPE":"ack","id":"x"}`, `{"type":"ack","ID":"x","id":"y"}`, `{"type":"status","id":null,"status":"sent"}`,
+		`{"type":"ack"`, `{"type":"ack"} x`, `{"type":"status","id":"\u0000\ud800"}`, `{"type":"ack","type":5}`, `{"type":"ack","future":{"a":[1]}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, gotErr := Decode(data)
+		want, wantErr := decode(data)
+		if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+			t.Fatalf("Decode(%q): error %v, want %v", data, gotErr, wantErr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("Decode(%q) = %#v, want %#v", data, got, want)
+		}
+	})
+}
+
 // emptyAsNil is a copy of the frame fr points to with every empty list
 // nil: a list field with omitempty is left out when empty, so "[]" comes
 // back as no list, which every reader treats alike.
