@@ -165,7 +165,7 @@ func (c *conn) pumpAgents() {
 					continue
 				}
 			}
-			if !c.send(*j.Send) {
+			if !c.send(j.Send) {
 				turn.GiveBack() // the link is closing: the job waits for the next one
 				return
 			}

@@ -94,7 +94,7 @@ func (c *conn) pumpSMS() {
 				}
 			}
 			c.hub.noteDispatch(c.dev.ID, j.Seq)
-			if !c.send(*j.Send) {
+			if !c.send(j.Send) { // the pointer: the frame as a value would be a copy on the heap
 				return
 			}
 			c.take(j.Send.ID)

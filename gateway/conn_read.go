@@ -8,8 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
+	"sync"
+
+	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
@@ -39,10 +43,17 @@ func (c *conn) readLoop() {
 //go:noinline
 func (c *conn) readFrame() bool {
 	ctx := context.Background()
-	_, data, err := c.ws.Read(ctx)
+	buf, err := readMessage(ctx, c.ws)
 	if err != nil || c.closed() {
+		if buf != nil {
+			frameBuffers.Put(buf)
+		}
 		return false // the answerer may have closed the link (flood, a store fault)
 	}
+	// Nothing keeps the frame's bytes once it is handled: what is kept of
+	// it (the decoded frame, an answer's values) is copied out of them.
+	defer frameBuffers.Put(buf)
+	data := *buf
 	c.touch()
 	c.frames.Add(1)
 	f, err := proto.Decode(withoutNUL(data))
@@ -61,6 +72,39 @@ func (c *conn) readFrame() bool {
 	c.handling.Store(true)
 	defer c.handling.Store(false)
 	return c.handle(ctx, f)
+}
+
+// frameBuffers hold each frame a link reads, from its read until it is
+// handled: the library's Read made a buffer for every frame, 512 bytes for
+// an ack, two allocations of a send's link for its ack and its status.
+var frameBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// readMessage reads the phone's next message into a buffer of
+// frameBuffers, as the library's Read reads it into one of its own (its
+// Reader, read to the end as io.ReadAll reads: the same bytes, the same
+// errors, the read limit's included).
+func readMessage(ctx context.Context, ws *websocket.Conn) (*[]byte, error) {
+	_, r, err := ws.Reader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	buf := frameBuffers.Get().(*[]byte)
+	b := (*buf)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // room to read into, grown as append grows
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			*buf = b
+			if err == io.EOF {
+				return buf, nil
+			}
+			frameBuffers.Put(buf)
+			return nil, err
+		}
+	}
 }
 
 // handle takes one frame; false ends the link. An ack or status goes to the
@@ -101,7 +145,7 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 			if inflight := c.settle(ack.ID); !(moved || inflight) && !c.charge() {
 				return
 			}
-			c.send(ack)
+			c.send(&ack) // the closure's own: no copy on the heap
 		})
 	case *proto.Inbound:
 		if !c.charge() {
@@ -117,7 +161,7 @@ func (c *conn) handle(ctx context.Context, f proto.Frame) bool {
 		about := proto.Error{ClientID: echo(f.ClientID)} // not the frame, which may wait behind reports
 		c.answerNow(func() {
 			if !c.refused(err, "inbound", about) {
-				c.send(ack)
+				c.send(&ack)
 			}
 		})
 		return !c.closed()
