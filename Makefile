@@ -8,7 +8,7 @@ STRIPE_MOCK_VERSION ?= v0.203.0
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build agents run test lint bench check tools stripe-mock chromium postgresql
+.PHONY: help build agents run test test-binaries lint bench check tools stripe-mock chromium postgresql
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -87,9 +87,22 @@ SLOW_FIRST ?= ./httpapi ./cmd/simrelay ./android-protocol/conformance ./store/bo
 # test puts the second back).
 TEST_GORACE ?= atexit_sleep_ms=0 $(GORACE)
 
-test: stripe-mock chromium postgresql ## run every test with the race detector, then the server's suites again on PostgreSQL (installs stripe-mock, chromium and postgresql first when missing)
-	GORACE='$(TEST_GORACE)' $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
-	SIMRELAY_TEST_STORE=postgres $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PG_SUITES)
+# TEST_BIN is where make test builds simrelay and simrelay-agent once for
+# both passes: the tests that run the binaries as child processes
+# (cmd/simrelay, cmd/simrelay-agent, android-protocol/conformance) find
+# them through SIMRELAY_TEST_BIN (internal/testbin) instead of each
+# linking its own, three links of the server a pass, each several seconds
+# of a core. go test ./cmd/simrelay alone still builds its own. go build
+# leaves a binary that is up to date as it is, so a second make test on
+# the same tree links nothing.
+TEST_BIN ?= $(CURDIR)/bin/test
+
+test: stripe-mock chromium postgresql test-binaries ## run every test with the race detector, then the server's suites again on PostgreSQL (installs stripe-mock, chromium and postgresql first when missing)
+	GORACE='$(TEST_GORACE)' SIMRELAY_TEST_BIN=$(TEST_BIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
+	SIMRELAY_TEST_BIN=$(TEST_BIN) SIMRELAY_TEST_STORE=postgres $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PG_SUITES)
+
+test-binaries:
+	$(GO) build -o $(TEST_BIN)/ ./cmd/simrelay ./cmd/simrelay-agent
 
 # The cross check keeps what is built elsewhere building: the binaries for
 # Windows (go build ./cmd/...; vet ./... would also read the PostgreSQL test
