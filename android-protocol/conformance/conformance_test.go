@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/simrelay/simrelay/internal/testbin"
 	"github.com/simrelay/simrelay/internal/visible"
 )
 
@@ -262,10 +263,15 @@ type server struct {
 // on a free loopback port.
 func startServer(t *testing.T) *server {
 	t.Helper()
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "simrelay")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/simrelay/simrelay/cmd/simrelay").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, prebuilt, err := testbin.Prebuilt("simrelay") // make test's, shared by every package's tests
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !prebuilt {
+		bin = filepath.Join(t.TempDir(), "simrelay")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/simrelay/simrelay/cmd/simrelay").CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	dataDir := t.TempDir()
 

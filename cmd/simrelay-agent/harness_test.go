@@ -21,6 +21,7 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testbin"
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
@@ -51,6 +52,13 @@ func binaries(t *testing.T) (agentPath, serverPath string) {
 		t.Skip("builds and runs the binaries")
 	}
 	buildOnce.Do(func() {
+		if a, ok, err := testbin.Prebuilt("simrelay-agent"); ok { // make test's, shared by every package's tests
+			agentBin, buildErr = a, err
+			if buildErr == nil {
+				serverBi, _, buildErr = testbin.Prebuilt("simrelay")
+			}
+			return
+		}
 		buildDir, buildErr = os.MkdirTemp("", "simrelay-agent-test-")
 		if buildErr != nil {
 			return

@@ -21,6 +21,7 @@ import (
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
+	"github.com/simrelay/simrelay/internal/testbin"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/internal/waitpar"
 	"github.com/simrelay/simrelay/store"
@@ -121,6 +122,10 @@ func TestMain(m *testing.M) {
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
+		var prebuilt bool
+		if built.bin, prebuilt, built.err = testbin.Prebuilt("simrelay"); prebuilt {
+			return // make test's, shared by every package's tests
+		}
 		built.dir, built.err = os.MkdirTemp("", "simrelay-test-")
 		if built.err != nil {
 			return

@@ -210,7 +210,7 @@ func TestMakeTestBoundsEachPackage(t *testing.T) {
 	}
 	// Again on PostgreSQL, bounded as the first pass; without -race (the
 	// Makefile says why).
-	if !strings.Contains(again, "SIMRELAY_TEST_STORE=postgres $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PG_SUITES)") {
+	if !strings.Contains(again, "SIMRELAY_TEST_STORE=postgres $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ") || !strings.HasSuffix(strings.TrimSpace(again), " $(PG_SUITES)") {
 		t.Fatalf("make test then runs %q, want the server's suites again on PostgreSQL, bounded as the first pass", strings.TrimSpace(again))
 	}
 	if d, err := time.ParseDuration(timeout); err != nil || d <= 10*time.Minute {

@@ -99,6 +99,7 @@ func start() (string, error) {
 	}
 	cmd := exec.Command(bin, "-http-addr", httpAddr, "-https-addr", httpsAddr)
 	cmd.Stdout, cmd.Stderr = &shared.out, &shared.out
+	endWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("start stripe-mock: %w", err)
 	}

@@ -1,0 +1,8 @@
+package stripemock
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) { os.Exit(Run(m, (*testing.M).Run)) }

@@ -1,0 +1,41 @@
+// Package testbin finds the simrelay binaries that make test built once for
+// the whole run, for the tests that start simrelay or simrelay-agent as
+// child processes. Without make test (go test ./cmd/simrelay alone) such a
+// test builds its own, as it always did.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Env names the environment variable make test sets to the absolute path
+// of a directory holding simrelay and simrelay-agent, each built from this
+// tree (go build, without -race, as the tests' own builds are). Linking the
+// server costs a core several seconds on the 2-core test machine, and three
+// test binaries each linked their own, in both passes.
+const Env = "SIMRELAY_TEST_BIN"
+
+// Prebuilt answers the path of the binary name ("simrelay",
+// "simrelay-agent") in Env's directory, and whether Env is set: when it is
+// not, the caller builds the binary itself. Env set to a directory that
+// lacks it is an error, not a reason to build another.
+func Prebuilt(name string) (path string, ok bool, err error) {
+	dir := os.Getenv(Env)
+	if dir == "" {
+		return "", false, nil
+	}
+	if !filepath.IsAbs(dir) {
+		return "", true, fmt.Errorf("%s=%s: want an absolute path (a test runs in its package's directory)", Env, dir)
+	}
+	path = filepath.Join(dir, name)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", true, fmt.Errorf("%s=%s has no %s (make test builds it there): %w", Env, dir, name, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "", true, fmt.Errorf("%s=%s: %s is not an executable file", Env, dir, name)
+	}
+	return path, true, nil
+}
