@@ -19,7 +19,12 @@ import (
 // client gone included.
 func TestBulkSendsAtOncePerCompany(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, roomy, func(c *httpapi.Config) { c.BulkWait = 50 * time.Millisecond })
+	// The wait is long next to a bulk send of one message, so that a
+	// stalled upload below that finds a place held by one of the test's
+	// own bulk sends gets it when that ends, rather than a 429 (under load
+	// on PostgreSQL such a bulk send took over 50 ms, and with a wait of
+	// 50 ms the uploads were refused and replaced over and over).
+	e := newEnv(t, roomy, func(c *httpapi.Config) { c.BulkWait = time.Second })
 	a := e.newCompany("Acme", "owner@acme.test")
 	b := e.newCompany("Beta", "owner@beta.test")
 	e.pairPhone(a.apiKey, "acme-phone")
@@ -50,9 +55,9 @@ func TestBulkSendsAtOncePerCompany(t *testing.T) {
 		stalled = append(stalled, stall())
 	}
 	// A stalled upload that came to its place while a bulk send below held
-	// it waits BulkWait, and under load may be answered 429 before the
-	// place is free: the bulk sends then find it free. Such an upload is
-	// replaced, so that both places end up held.
+	// it waits BulkWait, and under a heavy load may still be answered 429
+	// before the place is free: the bulk sends then find it free. Such an
+	// upload is replaced, so that both places end up held.
 	var refused resp
 	e.eventually("a bulk send refused while the company's places are held", func() bool {
 		refused = bulk(a.apiKey, "acme-phone")
