@@ -485,25 +485,42 @@ func (b *Bus) Ready(ctx context.Context) error {
 
 // Connected says whether the client is connected to a server, as its
 // connect, disconnect, reconnect and close handlers last said (they run a
-// moment after the event); unlike Ready it sends nothing. It never waits
+// moment after the event; a connect handler run after a disconnection
+// says nothing, linkState); unlike Ready it sends nothing. It never waits
 // for the client's lock, which a reconnection's handshake with a silent
 // server holds for the connect timeout: the node's beat asks it.
 func (b *Bus) Connected() bool { return b.link.up.Load() }
 
 // linkState is whether the client is connected, as its handlers say: its
-// one dispatcher runs them in the order the client queued them.
+// one dispatcher runs them in the order the client queued them, which is
+// not always the order of the events. Connect queues the connect handler
+// as it returns, after the handshake; a connection that ends at once (a
+// server that hangs up right after the handshake) may have its disconnect
+// handler queued before it by the client's reader. The connect handler
+// says nothing then: the client is reconnecting, and the reconnect
+// handler says when it is back.
 type linkState struct {
 	up atomic.Bool
+	// wasLost is set by the first disconnect or close handler; only
+	// the dispatcher's goroutine reads and writes it.
+	wasLost bool
 }
 
 // connected is the connect handler's: the first connection made.
-func (l *linkState) connected() { l.up.Store(true) }
+func (l *linkState) connected() {
+	if !l.wasLost {
+		l.up.Store(true)
+	}
+}
 
 // reconnected is the reconnect handler's.
 func (l *linkState) reconnected() { l.up.Store(true) }
 
 // lost is the disconnect and close handlers'.
-func (l *linkState) lost() { l.up.Store(false) }
+func (l *linkState) lost() {
+	l.wasLost = true
+	l.up.Store(false)
+}
 
 // enter counts a handler of a message heard that starts; false once Close
 // began (the handler is not run). The caller calls handlers.Done when it
