@@ -143,3 +143,35 @@ func TestSIMSlots(t *testing.T) {
 		}
 	}
 }
+
+// Decode's one pass over an ack or a status reads it into report, which
+// must hold every member of both frames, of the same kind: a member added
+// to Status or Ack and not to report would be lost from every phone's
+// report (each written with its type first), and FuzzDecodeReportsInOnePass
+// finds it only where a seed or a fuzzing run names the new member.
+func TestReportHoldsEveryMemberOfAnAckAndAStatus(t *testing.T) {
+	members := func(v any) map[string]reflect.Type {
+		m := map[string]reflect.Type{}
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			m[name] = f.Type
+		}
+		return m
+	}
+	read := members(report{})
+	for _, fr := range []Frame{Ack{}, Status{}} {
+		for name, typ := range members(fr) {
+			if read[name] != typ {
+				t.Errorf("%s's member %q (%v): report reads it as %v", fr.FrameType(), name, typ, read[name])
+			}
+		}
+	}
+	if read["type"] == nil {
+		t.Error("report does not read the frame's type")
+	}
+}
