@@ -175,3 +175,35 @@ func TestReportHoldsEveryMemberOfAnAckAndAStatus(t *testing.T) {
 		t.Error("report does not read the frame's type")
 	}
 }
+
+// A decoded frame keeps nothing of the bytes it was read from: the
+// server reads each frame into a pooled buffer (gateway's readMessage)
+// that the next frame overwrites once this one is handled, while what the
+// frame held (an answer's id, a report waiting for its commit) may live
+// on. Every golden frame, decoded and its bytes then overwritten, encodes
+// as it did.
+func TestDecodedFrameKeepsNothingOfItsBytes(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = bytes.TrimSpace(raw)
+		buf := bytes.Clone(raw)
+		f, err := Decode(buf)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for i := range buf {
+			buf[i] = 'x'
+		}
+		if out, err := Encode(f); err != nil || !bytes.Equal(out, raw) {
+			t.Errorf("%s, its bytes overwritten once decoded:\n got %s (%v)\nwant %s", file, out, err, raw)
+		}
+	}
+}
