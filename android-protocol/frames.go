@@ -324,7 +324,8 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 // know; peers ignore such frames, so that a newer peer can add types.
 var ErrUnknownType = errors.New("androidproto: unknown frame type")
 
-// Decode parses one frame. Unknown fields are ignored.
+// Decode parses one frame. Unknown fields are ignored. The frame keeps
+// nothing of data: the caller may reuse data once Decode returns.
 func Decode(data []byte) (Frame, error) {
 	// A phone's ack or status, most of the frames a server reads, written
 	// with its type first as Encode writes it, is decoded in one pass

@@ -143,3 +143,67 @@ func TestSIMSlots(t *testing.T) {
 		}
 	}
 }
+
+// Decode's one pass over an ack or a status reads it into report, which
+// must hold every member of both frames, of the same kind: a member added
+// to Status or Ack and not to report would be lost from every phone's
+// report (each written with its type first), and FuzzDecodeReportsInOnePass
+// finds it only where a seed or a fuzzing run names the new member.
+func TestReportHoldsEveryMemberOfAnAckAndAStatus(t *testing.T) {
+	members := func(v any) map[string]reflect.Type {
+		m := map[string]reflect.Type{}
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			m[name] = f.Type
+		}
+		return m
+	}
+	read := members(report{})
+	for _, fr := range []Frame{Ack{}, Status{}} {
+		for name, typ := range members(fr) {
+			if read[name] != typ {
+				t.Errorf("%s's member %q (%v): report reads it as %v", fr.FrameType(), name, typ, read[name])
+			}
+		}
+	}
+	if read["type"] == nil {
+		t.Error("report does not read the frame's type")
+	}
+}
+
+// A decoded frame keeps nothing of the bytes it was read from: the
+// server reads each frame into a pooled buffer (gateway's readMessage)
+// that the next frame overwrites once this one is handled, while what the
+// frame held (an answer's id, a report waiting for its commit) may live
+// on. Every golden frame, decoded and its bytes then overwritten, encodes
+// as it did.
+func TestDecodedFrameKeepsNothingOfItsBytes(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = bytes.TrimSpace(raw)
+		buf := bytes.Clone(raw)
+		f, err := Decode(buf)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for i := range buf {
+			buf[i] = 'x'
+		}
+		if out, err := Encode(f); err != nil || !bytes.Equal(out, raw) {
+			t.Errorf("%s, its bytes overwritten once decoded:\n got %s (%v)\nwant %s", file, out, err, raw)
+		}
+	}
+}

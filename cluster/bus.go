@@ -181,9 +181,9 @@ type Message struct {
 // Bus is one node's connection to the others.
 type Bus struct {
 	nc *nats.Conn
-	// up is whether the client is connected, as the client's handlers
+	// link is whether the client is connected, as the client's handlers
 	// last said: read without the client's lock (Connected).
-	up     *atomic.Bool
+	link   *linkState
 	node   string
 	prefix string
 	log    *slog.Logger
@@ -245,16 +245,15 @@ func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// up follows the client's own handlers, which its one dispatcher runs
-	// in the order the events happened.
+	// link follows the client's own handlers (linkState).
 	// Connect returns once the connect handler ran (first), so that
 	// Connected says true from the start.
-	up, first := new(atomic.Bool), make(chan struct{})
+	link, first := new(linkState), make(chan struct{})
 	firstOnce := sync.OnceFunc(func() { close(first) })
 	opts := []nats.Option{
 		nats.Name("simrelay " + cfg.Node),
-		nats.ConnectHandler(func(*nats.Conn) { up.Store(true); firstOnce() }),
-		nats.ClosedHandler(func(*nats.Conn) { up.Store(false) }),
+		nats.ConnectHandler(func(*nats.Conn) { link.connected(); firstOnce() }),
+		nats.ClosedHandler(func(*nats.Conn) { link.lost() }),
 		nats.NoEcho(),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
@@ -264,14 +263,14 @@ func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error)
 		nats.PingInterval(pings),
 		nats.MaxPingsOutstanding(maxPingsOut),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			up.Store(false)
+			link.lost()
 			if nc.IsClosed() {
 				return // the node's own Close, at shutdown
 			}
 			log.Warn("bus disconnected; signals to other nodes wait for the reconnection", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			up.Store(true)
+			link.reconnected()
 			log.Info("bus reconnected", "server", nc.ConnectedUrlRedacted())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
@@ -303,7 +302,7 @@ func connect(ctx context.Context, cfg Config, pings time.Duration) (*Bus, error)
 			return nil, ctx.Err()
 		}
 		b := &Bus{
-			nc: r.nc, up: up, node: cfg.Node, prefix: cfg.Prefix, log: log, closeWait: closeWait,
+			nc: r.nc, link: link, node: cfg.Node, prefix: cfg.Prefix, log: log, closeWait: closeWait,
 			out: make(chan outgoing, queueSize), stop: make(chan struct{}), sent: make(chan struct{}),
 		}
 		go b.send()
@@ -486,10 +485,42 @@ func (b *Bus) Ready(ctx context.Context) error {
 
 // Connected says whether the client is connected to a server, as its
 // connect, disconnect, reconnect and close handlers last said (they run a
-// moment after the event); unlike Ready it sends nothing. It never waits
+// moment after the event; a connect handler run after a disconnection
+// says nothing, linkState); unlike Ready it sends nothing. It never waits
 // for the client's lock, which a reconnection's handshake with a silent
 // server holds for the connect timeout: the node's beat asks it.
-func (b *Bus) Connected() bool { return b.up.Load() }
+func (b *Bus) Connected() bool { return b.link.up.Load() }
+
+// linkState is whether the client is connected, as its handlers say: its
+// one dispatcher runs them in the order the client queued them, which is
+// not always the order of the events. Connect queues the connect handler
+// as it returns, after the handshake; a connection that ends at once (a
+// server that hangs up right after the handshake) may have its disconnect
+// handler queued before it by the client's reader. The connect handler
+// says nothing then: the client is reconnecting, and the reconnect
+// handler says when it is back.
+type linkState struct {
+	up atomic.Bool
+	// wasLost is set by the first disconnect or close handler; only
+	// the dispatcher's goroutine reads and writes it.
+	wasLost bool
+}
+
+// connected is the connect handler's: the first connection made.
+func (l *linkState) connected() {
+	if !l.wasLost {
+		l.up.Store(true)
+	}
+}
+
+// reconnected is the reconnect handler's.
+func (l *linkState) reconnected() { l.up.Store(true) }
+
+// lost is the disconnect and close handlers'.
+func (l *linkState) lost() {
+	l.wasLost = true
+	l.up.Store(false)
+}
 
 // enter counts a handler of a message heard that starts; false once Close
 // began (the handler is not run). The caller calls handlers.Done when it

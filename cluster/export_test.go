@@ -33,3 +33,22 @@ func (b *Bus) Waiting() int { return len(b.out) }
 func (b *Bus) PublishCounted(topic string, data []byte, tally *atomic.Uint64) {
 	b.publish(topic, data, tally)
 }
+
+// ConnectedAfter is what Connected says once the client's handlers ran in
+// the order given, each "connect", "disconnect", "reconnect" or "close".
+func ConnectedAfter(handlers ...string) bool {
+	l := new(linkState)
+	for _, h := range handlers {
+		switch h {
+		case "connect":
+			l.connected()
+		case "reconnect":
+			l.reconnected()
+		case "disconnect", "close":
+			l.lost()
+		default:
+			panic("no handler " + h)
+		}
+	}
+	return l.up.Load()
+}
