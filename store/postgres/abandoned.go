@@ -1,26 +1,23 @@
 package postgres
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/simrelay/simrelay/store"
 )
 
 // companyTables reads the tables of the schema, other than companies and
 // users, with a company_id column: an abandoned sign-up has no row in any
-// of them (store.AbandonedSignup). They are read from the catalogue, so a
-// table a migration adds is looked in without a change here, once, at
-// Open, after the migrations: the schema does not change under an open
-// store, since a migration does not run while nodes of an older schema
-// serve, and a node that opened the schema before a migration is refused
-// as it joins (docs/cluster.md, "Upgrading the nodes").
+// of them (store.AbandonedSignup). They are read from the catalogue, by
+// each batch of the prune that finds a sign-up (and each step of a
+// company's removal), so a table a migration adds is looked in without a
+// change here, even by a server that opened the database before a newer
+// binary's admin command migrated it.
 const companyTables = `SELECT c.table_name FROM information_schema.columns c
 	JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
 	WHERE c.table_schema = current_schema() AND c.column_name = 'company_id' AND t.table_type = 'BASE TABLE'
@@ -92,7 +89,7 @@ func (s *Store) PruneAbandonedSignups(cutoff, now time.Time, after uint64, limit
 		if err != nil {
 			return err
 		}
-		busy, err := companiesWithRows(t, s.companyTables, owners)
+		busy, err := companiesWithRows(t, owners)
 		if err != nil {
 			return err
 		}
@@ -158,20 +155,17 @@ func abandonedOwners(t *txn, ids []int64, cutoff time.Time) (map[uint64]uint64, 
 	return owners, rows.Err()
 }
 
-// readCompanyTables reads companyTables from the catalogue.
-func readCompanyTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	rows, err := pool.Query(ctx, companyTables)
+// companiesWithRows says which of the companies have a row in a table of
+// companyTables: one statement over them all, one round trip after the
+// catalogue's.
+func companiesWithRows(t *txn, owners map[uint64]uint64) (map[uint64]bool, error) {
+	rows, err := t.query(companyTables)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
-
-// companiesWithRows says which of the companies have a row in one of
-// tables (Store.companyTables): one statement over them all.
-func companiesWithRows(t *txn, tables []string, owners map[uint64]uint64) (map[uint64]bool, error) {
-	if len(tables) == 0 {
-		return nil, nil
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tables) == 0 {
+		return nil, err
 	}
 	ids := make([]int64, 0, len(owners))
 	for c := range owners {
@@ -181,7 +175,7 @@ func companiesWithRows(t *txn, tables []string, owners map[uint64]uint64) (map[u
 	for i, table := range tables {
 		parts[i] = "SELECT company_id FROM " + pgx.Identifier{table}.Sanitize() + " WHERE company_id = ANY ($1)"
 	}
-	rows, err := t.query(strings.Join(parts, " UNION "), ids)
+	rows, err = t.query(strings.Join(parts, " UNION "), ids)
 	if err != nil {
 		return nil, err
 	}

@@ -106,9 +106,6 @@ type Store struct {
 	// schema is the schema version this binary migrated to or found at
 	// Open, the highest it knows (RegisterNode checks it again).
 	schema int
-	// companyTables are the schema's tables with a company_id column
-	// (abandoned.go), read from the catalogue once the migrations ran.
-	companyTables []string
 	// pickShard chooses each transaction's shard of the sharded counters
 	// (txn.shard); nil: one at random. Tests fix it, so that transactions
 	// meet on their counters' rows every time rather than one time in
@@ -184,10 +181,7 @@ func (s *Store) start(ctx context.Context, opt Options) error {
 			return err
 		}
 	}
-	if s.schema, err = migrate(ctx, s.pool, ms, opt.Existing); err != nil {
-		return err
-	}
-	s.companyTables, err = readCompanyTables(ctx, s.pool)
+	s.schema, err = migrate(ctx, s.pool, ms, opt.Existing)
 	return err
 }
 
