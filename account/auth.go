@@ -212,7 +212,7 @@ func (s *Service) Login(ctx context.Context, email, password string) (Session, e
 	refresh := "rt_" + randomToken(32)
 	now := s.now()
 	if err := s.store.StartRefreshFamily(tokenHash(refresh), store.RefreshToken{UserID: u.ID, Family: randomToken(12), ExpiresAt: now.Add(s.cfg.RefreshTTL), Generation: u.TokenGeneration}, now); err != nil {
-		return Session{}, err
+		return Session{}, signInGone(err)
 	}
 	sess, err := s.session(u, refresh)
 	if err != nil {
@@ -220,6 +220,17 @@ func (s *Service) Login(ctx context.Context, email, password string) (Session, e
 	}
 	sess.Device = device
 	return sess, nil
+}
+
+// signInGone answers a sign-in whose user was removed (with its company:
+// simrelay admin delete-company) after its password was checked, which the
+// store refuses to open a session for (ErrNotFound), as a login of an
+// unknown address is answered.
+func signInGone(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errInvalidLogin
+	}
+	return err
 }
 
 // checkLogin is the password check of every sign-in, the API's and the
