@@ -417,9 +417,15 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 		s.log.Warn("reset mail not sent: the account had its reset mails of the hour", "user_id", u.ID, "limit", ResetMailsPerHour)
 		return nil
 	}
-	return s.sendToken(ctx, u, tokenReset, s.cfg.ResetTTL, func(tok string) mail.Message {
+	err = s.sendToken(ctx, u, tokenReset, s.cfg.ResetTTL, func(tok string) mail.Message {
 		return mail.ResetPassword(s.cfg.PublicURL, u.FirstName, tok, s.cfg.ResetTTL)
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		// The user was removed (with the company) since it was read: as
+		// for an address of no account, nothing is mailed.
+		return nil
+	}
+	return err
 }
 
 // ResetPassword spends a reset or invite token, sets the password and signs
