@@ -212,7 +212,7 @@ func (s *Service) Login(ctx context.Context, email, password string) (Session, e
 	refresh := "rt_" + randomToken(32)
 	now := s.now()
 	if err := s.store.StartRefreshFamily(tokenHash(refresh), store.RefreshToken{UserID: u.ID, Family: randomToken(12), ExpiresAt: now.Add(s.cfg.RefreshTTL), Generation: u.TokenGeneration}, now); err != nil {
-		return Session{}, err
+		return Session{}, signInGone(err)
 	}
 	sess, err := s.session(u, refresh)
 	if err != nil {
@@ -220,6 +220,17 @@ func (s *Service) Login(ctx context.Context, email, password string) (Session, e
 	}
 	sess.Device = device
 	return sess, nil
+}
+
+// signInGone answers a sign-in whose user was removed (with its company:
+// simrelay admin delete-company) after its password was checked, which the
+// store refuses to open a session for (ErrNotFound), as a login of an
+// unknown address is answered.
+func signInGone(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errInvalidLogin
+	}
+	return err
 }
 
 // checkLogin is the password check of every sign-in, the API's and the
@@ -406,9 +417,15 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 		s.log.Warn("reset mail not sent: the account had its reset mails of the hour", "user_id", u.ID, "limit", ResetMailsPerHour)
 		return nil
 	}
-	return s.sendToken(ctx, u, tokenReset, s.cfg.ResetTTL, func(tok string) mail.Message {
+	err = s.sendToken(ctx, u, tokenReset, s.cfg.ResetTTL, func(tok string) mail.Message {
 		return mail.ResetPassword(s.cfg.PublicURL, u.FirstName, tok, s.cfg.ResetTTL)
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		// The user was removed (with the company) since it was read: as
+		// for an address of no account, nothing is mailed.
+		return nil
+	}
+	return err
 }
 
 // ResetPassword spends a reset or invite token, sets the password and signs

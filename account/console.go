@@ -46,7 +46,7 @@ func (s *Service) ConsoleSignIn(ctx context.Context, email, password string) (Co
 	now := s.now()
 	if err := s.store.PutConsoleSession(tokenHash(id), store.ConsoleSession{UserID: u.ID, CompanyID: u.CompanyID, CSRF: csrf,
 		CreatedAt: now, SeenAt: now, ExpiresAt: now.Add(s.cfg.ConsoleLifetime), Generation: u.TokenGeneration}); err != nil {
-		return ConsoleSession{}, err
+		return ConsoleSession{}, signInGone(err)
 	}
 	return ConsoleSession{ID: id, CSRF: csrf, Principal: Principal{CompanyID: u.CompanyID, UserID: u.ID, Role: u.Role}, Device: device}, nil
 }

@@ -17,9 +17,13 @@ var (
 	consoleBuckets        = [][]byte{bucketConsoleSessions, bucketUserConsoleSess}
 )
 
-// PutConsoleSession stores a new session under the hash of its id.
+// PutConsoleSession stores a new session under the hash of its id; a
+// user who is not stored (a company removed since) is ErrNotFound.
 func (s *Store) PutConsoleSession(hash []byte, sess ConsoleSession) error {
 	err := s.update(func(tx *bolt.Tx) error {
+		if err := userStored(tx, sess.UserID); err != nil {
+			return err
+		}
 		if err := tx.Bucket(bucketUserConsoleSess).Put(append(itob(sess.UserID), hash...), nil); err != nil {
 			return err
 		}

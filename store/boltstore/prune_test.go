@@ -3,6 +3,8 @@ package boltstore
 import (
 	"testing"
 	"time"
+
+	"github.com/simrelay/simrelay/store/conformance"
 )
 
 // PruneTokenFamilies takes the user_families entries of the families it
@@ -11,10 +13,11 @@ func TestPruneTokenFamiliesIndex(t *testing.T) {
 	t.Parallel()
 	s := open(t, t.TempDir())
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	if err := s.StartRefreshFamily([]byte("h-done"), RefreshToken{UserID: 1, Family: "done", ExpiresAt: now.Add(-48 * time.Hour)}, now); err != nil {
+	_, u := conformance.Company(t, s)
+	if err := s.StartRefreshFamily([]byte("h-done"), RefreshToken{UserID: u.ID, Family: "done", ExpiresAt: now.Add(-48 * time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StartRefreshFamily([]byte("h-live"), RefreshToken{UserID: 1, Family: "live", ExpiresAt: now.Add(time.Hour)}, now); err != nil {
+	if err := s.StartRefreshFamily([]byte("h-live"), RefreshToken{UserID: u.ID, Family: "live", ExpiresAt: now.Add(time.Hour)}, now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.PruneTokens(now.Add(-24 * time.Hour)); err != nil {

@@ -79,6 +79,18 @@ func companyStored(tx *bolt.Tx, companyID uint64) error {
 	return nil
 }
 
+// userStored refuses, with ErrNotFound, a sign-in record (a refresh
+// family, a console session, an e-mailed link) of a user who is not
+// stored: a sign-in that checked the password of a user whose company was
+// removed since (RemoveCompanyStep) stores nothing that no index of the
+// company names any more.
+func userStored(tx *bolt.Tx, userID uint64) error {
+	if tx.Bucket(bucketUsers).Get(itob(userID)) == nil {
+		return fmt.Errorf("user %d: %w", userID, ErrNotFound)
+	}
+	return nil
+}
+
 // credentialsLeft says whether the company still has its API key, a user
 // or a live device: whether its credentials are still to be removed. They
 // go in one transaction (removeCredentials), so once none of the three is

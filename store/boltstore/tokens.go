@@ -9,9 +9,13 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// StartRefreshFamily stores the first refresh token of a new login.
+// StartRefreshFamily stores the first refresh token of a new login; a
+// user who is not stored (a company removed since) is ErrNotFound.
 func (s *Store) StartRefreshFamily(hash []byte, t RefreshToken, now time.Time) error {
 	err := s.update(func(tx *bolt.Tx) error {
+		if err := userStored(tx, t.UserID); err != nil {
+			return err
+		}
 		if err := putJSON(tx.Bucket(bucketTokenFamilies), []byte(t.Family), TokenFamily{UserID: t.UserID, CreatedAt: now}); err != nil {
 			return err
 		}
@@ -111,9 +115,13 @@ func (s *Store) RevokeUserSessions(userID uint64) error {
 	return nil
 }
 
-// PutOneTimeToken stores an e-mailed token.
+// PutOneTimeToken stores an e-mailed token; a user who is not stored is
+// ErrNotFound.
 func (s *Store) PutOneTimeToken(hash []byte, t OneTimeToken) error {
 	if err := s.update(func(tx *bolt.Tx) error {
+		if err := userStored(tx, t.UserID); err != nil {
+			return err
+		}
 		return putJSON(tx.Bucket(bucketOneTimeTokens), hash, t)
 	}); err != nil {
 		return fmt.Errorf("store: put one-time token: %w", err)

@@ -1002,7 +1002,19 @@ func accountsOneTimeTokens(t *testing.T, s AccountsStore) {
 	if _, err := s.ConsumeOneTimeToken([]byte("no such token"), []string{"verify"}, T0, false, verify); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown token: %v, want ErrNotFound", err)
 	}
-	gone := put("verify", u.ID+1000, T0.Add(time.Hour))
+	// A token of a user removed since it was mailed is not spent; one of a
+	// user who is not stored is not stored either.
+	member := store.User{CompanyID: u.CompanyID, FirstName: "Gone", Email: fmt.Sprintf("gone-%d@example.com", unique()), PasswordHash: "set", Role: store.RoleMember, EmailVerified: true, CreatedAt: T0}
+	if err := s.CreateUser(&member); err != nil {
+		t.Fatal(err)
+	}
+	gone := put("verify", member.ID, T0.Add(time.Hour))
+	if err := s.DeleteUser(member.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutOneTimeToken([]byte(fmt.Sprintf("ott-%d", unique())), store.OneTimeToken{Kind: "verify", UserID: member.ID, ExpiresAt: T0.Add(time.Hour)}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a token of a user who is not stored: %v, want ErrNotFound", err)
+	}
 	if _, err := s.ConsumeOneTimeToken(gone, []string{"verify"}, T0, false, verify); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a token of a user who is gone: %v, want ErrNotFound", err)
 	}

@@ -471,6 +471,23 @@ func removalLinkedPhone(t *testing.T, s RemovalStore) {
 			sub.PlanID = "pro"
 			return nil
 		})
+		// A sign-in that checked a removed user's password before the
+		// first step stores its session, refresh family or e-mailed link
+		// after it: refused, midway too (the users went with the first
+		// step, and nothing the later steps read names them any more).
+		u := f.Users[0]
+		lateRefresh, lateSession, lateLink := []byte(fmt.Sprintf("late-rt-%d", unique())), []byte(fmt.Sprintf("late-cs-%d", unique())), []byte(fmt.Sprintf("late-ott-%d", unique()))
+		signIn := map[string]error{
+			"a refresh family": s.StartRefreshFamily(lateRefresh, store.RefreshToken{UserID: u.ID, Family: fmt.Sprintf("late-fam-%d", unique()), ExpiresAt: T0.Add(time.Hour)}, T0),
+			"a console session": s.PutConsoleSession(lateSession, store.ConsoleSession{UserID: u.ID, CompanyID: c.ID, CSRF: "late",
+				CreatedAt: T0, SeenAt: T0, ExpiresAt: T0.Add(time.Hour)}),
+			"a one-time token": s.PutOneTimeToken(lateLink, store.OneTimeToken{Kind: "reset", UserID: u.ID, ExpiresAt: T0.Add(time.Hour)}),
+		}
+		for what, err := range signIn {
+			if !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("midway %v: %s of the removed user: %v, want ErrNotFound", midway, what, err)
+			}
+		}
 		for what, err := range late {
 			if !midway && err == nil {
 				t.Errorf("%s was stored under the removed company", what)

@@ -215,7 +215,10 @@
 // circle over these rows.
 // A company's removal (RemoveCompanyStep, an admin command) is the one
 // writer that does not keep it: each of its steps locks the company's
-// devices, in id order, then its row (the API key's change), and then
+// devices, in id order, then its row (the API key's change), then its
+// users, in id order (a sign-in that stores a session holds its user KEY
+// SHARE and commits first; a spent e-mailed link locks its token before
+// its user, so it may meet the removal in a circle too), and then
 // deletes its rows table by table, messages among them; a writer that
 // holds a message of the company and waits for its device may meet it in
 // a circle, and the database's deadlock check ends one of the two, which

@@ -106,12 +106,29 @@ func companyStored(t *txn, companyID uint64) error {
 	return err
 }
 
+// userStored refuses, with store.ErrNotFound, a sign-in record (a refresh
+// family, a console session, an e-mailed link) of a user who is not
+// stored, none of whose tables has a foreign key to users. It takes the
+// user's row KEY SHARE, so a company's removal, which locks its users FOR
+// UPDATE before it deletes their sessions and tokens
+// (removeCompanyCredentials), deletes what a sign-in that came first
+// stored, or the sign-in finds no user.
+func userStored(t *txn, userID uint64) error {
+	var one int
+	err := t.row("SELECT 1 FROM users WHERE id = $1 FOR KEY SHARE", id(userID)).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("user %d: %w", userID, store.ErrNotFound)
+	}
+	return err
+}
+
 // removeCompanyCredentials removes the company's API key (replaced in its
 // row, which the last step deletes), users with their sessions and
 // tokens, devices with their SIM counters and links, and pairing codes:
 // one round trip. The devices are locked first, in id order, before the
 // company's row, as a registration and a device's deletion take them
-// (doc.go: lock order).
+// (doc.go: lock order), then the users, in id order, after the company's
+// row, as the prune of an abandoned sign-up takes its owner.
 func removeCompanyCredentials(t *txn, companyID uint64, r *store.CompanyRemoval) error {
 	c := id(companyID)
 	add := func(n *int64) func(pgconn.CommandTag) error {
@@ -124,6 +141,9 @@ func removeCompanyCredentials(t *txn, companyID uint64, r *store.CompanyRemoval)
 	b.Queue("SELECT id FROM devices WHERE company_id = $1 ORDER BY id FOR UPDATE", c)
 	b.Queue(`UPDATE companies SET api_key_hash = convert_to('removed company ' || id, 'UTF8')
 		WHERE id = $1 AND api_key_hash <> convert_to('removed company ' || id, 'UTF8')`, c)
+	// The users, locked before their sessions and tokens are read: a
+	// sign-in that holds one (userStored) commits what it stores first.
+	b.Queue("SELECT id FROM users WHERE company_id = $1 ORDER BY id FOR UPDATE", c)
 	b.Queue(`DELETE FROM refresh_tokens WHERE family IN (SELECT f.family FROM token_families f
 		JOIN users u ON u.id = f.user_id WHERE u.company_id = $1)`, c).Exec(add(&r.Records))
 	b.Queue("DELETE FROM token_families WHERE user_id IN (SELECT id FROM users WHERE company_id = $1)", c).Exec(add(&r.Records))

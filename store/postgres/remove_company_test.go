@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -90,4 +91,67 @@ func TestRemoveCompanyLeavesNothing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A sign-in that checked a user's password and is storing the session
+// when the company's removal starts (its transaction holds the user's row
+// KEY SHARE, as userStored takes it) commits first, and the removal's
+// first step deletes the session with the user's others: none is left
+// that no index of the company names.
+func TestRemoveCompanyWaitsForASignIn(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	ctx := context.Background()
+	f := conformance.FillCompany(t, s)
+	u := f.Users[0]
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM users WHERE id = $1 FOR KEY SHARE", int64(u.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO console_sessions (hash, user_id, seen_at, expires_at, rec) VALUES ('\\x6c617465', $1, now(), now() + interval '1 hour', '{}')", int64(u.ID)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.RemoveCompanyStep(f.Company.ID, 1)
+		done <- err
+	}()
+	// The removal waits on the sign-in's lock of the user.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the removal's step ended (%v) while a sign-in held its user", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the removal never waited on the sign-in")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM console_sessions WHERE user_id = $1", int64(u.ID)).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d console sessions of the removed user left after the first step", left)
+	}
+	conformance.RemoveCompany(t, s, f.Company.ID, 1000)
 }

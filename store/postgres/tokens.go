@@ -14,7 +14,8 @@ import (
 )
 
 // StartRefreshFamily stores the first refresh token of a new login, with
-// its family.
+// its family; a user who is not stored (a company removed since) is
+// ErrNotFound.
 func (s *Store) StartRefreshFamily(hash []byte, tok store.RefreshToken, now time.Time) error {
 	fam, err := rec(store.TokenFamily{UserID: tok.UserID, CreatedAt: now})
 	if err != nil {
@@ -25,6 +26,9 @@ func (s *Store) StartRefreshFamily(hash []byte, tok store.RefreshToken, now time
 		return err
 	}
 	return s.write("start refresh family", func(t *txn) error {
+		if err := userStored(t, tok.UserID); err != nil {
+			return err
+		}
 		if _, err := t.exec("INSERT INTO token_families (family, user_id, revoked, rec) VALUES ($1, $2, false, $3)", tok.Family, id(tok.UserID), fam); err != nil {
 			return err
 		}
@@ -112,7 +116,8 @@ func (s *Store) RevokeUserSessions(userID uint64) error {
 	return s.write(fmt.Sprintf("revoke sessions of user %d", userID), func(t *txn) error { return revokeUser(t, userID) })
 }
 
-// PutOneTimeToken stores an e-mailed token by its hash.
+// PutOneTimeToken stores an e-mailed token by its hash; a user who is not
+// stored is ErrNotFound.
 func (s *Store) PutOneTimeToken(hash []byte, tok store.OneTimeToken) error {
 	raw, err := rec(tok)
 	if err != nil {
@@ -121,8 +126,9 @@ func (s *Store) PutOneTimeToken(hash []byte, tok store.OneTimeToken) error {
 	return s.write("put one-time token", func(t *txn) error {
 		// The user's row, shared: the prune of an abandoned sign-up, which
 		// holds it while it reads the owner's live links and removes the
-		// company, ends before the link is stored, or reads it.
-		if _, err := t.exec("SELECT 1 FROM users WHERE id = $1 FOR KEY SHARE", id(tok.UserID)); err != nil {
+		// company, ends before the link is stored, or reads it; so does a
+		// company's removal (userStored).
+		if err := userStored(t, tok.UserID); err != nil {
 			return err
 		}
 		_, err := t.exec("INSERT INTO one_time_tokens (hash, expires_at, rec) VALUES ($1, $2, $3)", hash, tok.ExpiresAt, raw)
@@ -208,13 +214,17 @@ func (s *Store) PruneTokenFamilies() (int, error) {
 	})
 }
 
-// PutConsoleSession stores a new console session under the hash of its id.
+// PutConsoleSession stores a new console session under the hash of its
+// id; a user who is not stored (a company removed since) is ErrNotFound.
 func (s *Store) PutConsoleSession(hash []byte, sess store.ConsoleSession) error {
 	raw, err := rec(sess)
 	if err != nil {
 		return err
 	}
 	return s.write("put console session", func(t *txn) error {
+		if err := userStored(t, sess.UserID); err != nil {
+			return err
+		}
 		_, err := t.exec("INSERT INTO console_sessions (hash, user_id, seen_at, expires_at, rec) VALUES ($1, $2, $3, $4, $5)",
 			hash, id(sess.UserID), sess.SeenAt, sess.ExpiresAt, raw)
 		return err
