@@ -76,7 +76,7 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 				return errNoWrite
 			}
 			if co.SessionID != "" {
-				if co.PlanID == plan.ID && co.SkipTrial == (in.SkipTrial || sub.TrialUsed) && now.Add(checkoutReuseLeft).Before(co.ExpiresAt) {
+				if co.PlanID == plan.ID && co.SkipTrial == (in.SkipTrial || sub.TrialUsed) && store.CheckoutPayable(&co, now.Add(checkoutReuseLeft)) {
 					reuse = co.URL
 					return errNoWrite
 				}

@@ -504,6 +504,10 @@ type linkState struct {
 	// wasLost is set by the first disconnect or close handler; only
 	// the dispatcher's goroutine reads and writes it.
 	wasLost bool
+	// reconnects counts the reconnect handlers run: the client's own count
+	// (its Stats) is read under its lock, which a reconnection's handshake
+	// with a silent server holds for the connect timeout.
+	reconnects atomic.Uint64
 }
 
 // connected is the connect handler's: the first connection made.
@@ -514,7 +518,10 @@ func (l *linkState) connected() {
 }
 
 // reconnected is the reconnect handler's.
-func (l *linkState) reconnected() { l.up.Store(true) }
+func (l *linkState) reconnected() {
+	l.reconnects.Add(1)
+	l.up.Store(true)
+}
 
 // lost is the disconnect and close handlers'.
 func (l *linkState) lost() {

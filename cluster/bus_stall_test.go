@@ -437,3 +437,38 @@ func TestConnectedDoesNotWaitOutASilentReconnection(t *testing.T) {
 	relay.muted.Store(false)
 	poll.Within(t, 30*time.Second, "connected again once the server answers", b.Connected)
 }
+
+// Live's Close, which a node's shutdown calls before the bus's, does not
+// wait out a reconnection's handshake with a silent server: Live's
+// goroutine looks for the bus's reconnections (every second) in a count
+// the bus keeps itself. Before, it asked the client's statistics, under
+// the client's lock, which the handshake holds for the connect timeout
+// (10 s here), and Close waited for it.
+func TestLiveCloseDoesNotWaitOutASilentReconnection(t *testing.T) {
+	t.Parallel()
+	relay := newStallRelay(t, natstest.Start(t)[len("nats://"):])
+	b := connect(t, relay.url(), "a")
+	t.Cleanup(relay.shut)
+	l, err := cluster.StartLive(b, func(uint64, []byte) error { return nil }, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	relay.muted.Store(true)
+	relay.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	// A look begun during the handshake.
+	looks := l.Looks()
+	poll.Until(t, "Live looking at the bus during the handshake", func() bool { return l.Looks() > looks })
+	closed := make(chan struct{})
+	go func() { l.Close(); close(closed) }()
+	const bound = 5 * time.Second
+	select {
+	case <-closed:
+	case <-time.After(bound):
+		t.Fatalf("Live's Close during a silent server's handshake waited past %s (the handshake's timeout is %s)", bound, cluster.DefaultConnectTimeout)
+	}
+}

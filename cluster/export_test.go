@@ -52,3 +52,7 @@ func ConnectedAfter(handlers ...string) bool {
 	}
 	return l.up.Load()
 }
+
+// Looks is how many looks at the bus's reconnections Live's goroutine has
+// begun.
+func (l *Live) Looks() uint64 { return l.looks.Load() }

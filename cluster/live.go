@@ -29,12 +29,16 @@ const liveGapCheck = time.Second
 // client's reconnection buffer full, the bus closed or closing before it
 // was sent) or offered after Close is counted in Dropped; the bus logs its
 // drops. A goroutine owned by Live, ended by Close, looks for the bus's
-// reconnections (onGap).
+// reconnections (onGap) in the count the bus's reconnect handler keeps,
+// never under the client's lock: a reconnection's handshake with a silent
+// server holds it for the connect timeout, and Close, which a node's
+// shutdown calls, waits for the goroutine.
 type Live struct {
 	bus     *Bus
 	log     *slog.Logger
 	onGap   func()
 	dropped atomic.Uint64
+	looks   atomic.Uint64 // the looks at the bus's reconnections begun
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -97,11 +101,12 @@ func (l *Live) run() {
 	defer close(l.done)
 	check := time.NewTicker(liveGapCheck)
 	defer check.Stop()
-	reconnects := l.bus.nc.Stats().Reconnects
+	reconnects := l.bus.link.reconnects.Load()
 	for {
 		select {
 		case <-check.C:
-			if n := l.bus.nc.Stats().Reconnects; n != reconnects {
+			l.looks.Add(1)
+			if n := l.bus.link.reconnects.Load(); n != reconnects {
 				reconnects = n
 				l.log.Info("bus reconnected: this node's live views reload, they may have missed events")
 				l.onGap()

@@ -53,6 +53,18 @@ type Checkout struct {
 	ClaimedAt time.Time `json:"claimed_at,omitzero"`
 }
 
+// CheckoutPayable says whether co is a provider checkout that can still be
+// paid at at: one opened (a session id), not expiring before at. Billing
+// answers the same checkout again only while it is payable some time from
+// now; a company is not removed while it is payable now (simrelay admin
+// delete-company), since its payment would make a subscription the
+// provider bills with no company to it. A checkout completed, or expired
+// by a later subscribe, is no longer recorded; one expired at the provider
+// otherwise stays recorded until its ExpiresAt.
+func CheckoutPayable(co *Checkout, at time.Time) bool {
+	return co != nil && co.SessionID != "" && at.Before(co.ExpiresAt)
+}
+
 // PlanLimits is what a subscription allows now. A negative limit is unlimited.
 type PlanLimits struct {
 	Messages    int64

@@ -49,6 +49,12 @@ func (d teamData) Inviter(u store.User) *inviter {
 	return &inviter{ID: u.InvitedBy, Name: d.names[u.InvitedBy]}
 }
 
+// SignupOwnerUnverified says whether u is the owner a sign-up made who has
+// not verified the address (store.SignupOwnerUnverified): the page marks
+// it "unverified", where another user not verified is an invitation not
+// accepted yet, "invited".
+func (d teamData) SignupOwnerUnverified(u store.User) bool { return store.SignupOwnerUnverified(u) }
+
 // userBack is the page a plain post of a user's role form comes back to
 // with its error: the team page, saying whose form it was, so that the
 // error shows beside that user's role, not beside the invitation's.

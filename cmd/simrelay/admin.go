@@ -31,7 +31,7 @@ const adminUsage = `Usage:
   simrelay admin check [--data-dir D]
   simrelay admin set-plan --company ID --plan ID [--plans FILE] [--data-dir D | --database-url URL]
   simrelay admin delete-device --company ID --device FINGERPRINT [--data-dir D | --database-url URL]
-  simrelay admin delete-company --company ID --confirm NAME [--data-dir D | --database-url URL]
+  simrelay admin delete-company --company ID --confirm NAME [--expired-checkout CS_ID] [--data-dir D | --database-url URL]
   simrelay admin copy-store --to postgres://... [--data-dir D]
   simrelay admin rotate-keys [--data-dir D | --database-url URL]
 

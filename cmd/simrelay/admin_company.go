@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -19,7 +20,9 @@ const companyRemovalBatch = 1000
 // (store.CompanyRemoval): the way to erase a customer. --confirm must
 // name the company exactly, and a company that pays through a payment
 // provider's subscription not canceled yet is refused, since the provider
-// would go on billing it. The removal runs in steps of a bounded size,
+// would go on billing it; so is one whose provider checkout can still be
+// paid (store.CheckoutPayable), which would make such a subscription,
+// unless --expired-checkout names it (expired at the provider by hand). The removal runs in steps of a bounded size,
 // each its own transaction, credentials first and the company's record
 // last: a run stopped midway (Ctrl-C, a crash) leaves the company, without
 // its credentials, and the same command run again finishes it.
@@ -27,7 +30,8 @@ func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs, where := adminFlags("delete-company", stderr)
 	company := fs.Uint64("company", 0, "the company's id (required)")
 	confirm := fs.String("confirm", "", "the company's name, exactly as stored (required): the command removes the company only if it is this one")
-	fs.Usage = flagUsage(fs, "Usage: simrelay admin delete-company --company ID --confirm NAME [--data-dir D | --database-url URL]\n\n")
+	expired := fs.String("expired-checkout", "", "the company's Stripe Checkout Session (cs_...) that is expired in the Stripe dashboard, while the server holds it open: the command then goes on")
+	fs.Usage = flagUsage(fs, "Usage: simrelay admin delete-company --company ID --confirm NAME [--expired-checkout CS_ID] [--data-dir D | --database-url URL]\n\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
 	}
@@ -60,6 +64,17 @@ func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 	if found && store.SubscriptionLive(sub) {
 		return fmt.Errorf("company %d pays through the Stripe subscription %s, which is %s, not canceled: cancel it in Stripe first (docs/billing.md), and run the command once Stripe's event has reached the server; nothing was removed",
 			c.ID, sub.ProviderSubID, orNone(sub.Status))
+	}
+	if co := sub.Checkout; found && store.CheckoutPayable(co, time.Now()) {
+		switch *expired {
+		case co.SessionID:
+		case "":
+			return fmt.Errorf("company %d has the Stripe Checkout Session %s, which can be paid until %s: paid after the removal, it would make a subscription Stripe bills; expire it in the Stripe dashboard and run the command again with --expired-checkout %s, or run it after that time; nothing was removed",
+				c.ID, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339), co.SessionID)
+		default:
+			return fmt.Errorf("--expired-checkout %s is not the company's checkout, %s, which can be paid until %s: nothing was removed",
+				*expired, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339))
+		}
 	}
 	var total store.CompanyRemoval
 	for !total.Done {

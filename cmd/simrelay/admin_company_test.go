@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
@@ -57,8 +58,10 @@ func TestAdminDeleteCompany(t *testing.T) {
 	conformance.CheckKept(t, b, gone)
 	// Stripe's cancellation arrives; then a run stopped after its first
 	// step (a crash, Ctrl-C) leaves the company for the next run.
+	// A checkout expired by now refuses nothing.
 	if _, err := b.UpdateSubscription(gone.Company.ID, func(sub *store.Subscription) error {
 		sub.Status = "canceled"
+		sub.Checkout = &store.Checkout{SessionID: "cs_test_gone", URL: "https://checkout.stripe.com/c/pay/cs_test_gone", PlanID: "pro", ExpiresAt: time.Now().Add(-time.Minute)}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -100,4 +103,51 @@ func TestAdminDeleteCompany(t *testing.T) {
 	if code, _, errOut := run("delete-company", "--company", id, "--confirm", name); code != 1 || !strings.Contains(errOut, "no company "+id) {
 		t.Errorf("delete-company again: exit %d %q, want 1 and no company %s", code, errOut, id)
 	}
+}
+
+// A company whose Stripe Checkout Session can still be paid is refused,
+// with the session and its expiry, until the session expires, or the
+// operator names it in --expired-checkout once it is expired in Stripe's
+// dashboard: paid after the removal, it would make a subscription that
+// Stripe bills with no company to it.
+func TestAdminDeleteCompanyOpenCheckout(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	run := func(args ...string) (int, string, string) {
+		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
+	}
+	b := openTestBackend(t, st)
+	f := conformance.FillCompany(t, b)
+	expires := time.Now().Add(20 * time.Hour).UTC().Truncate(time.Second)
+	if _, err := b.UpdateSubscription(f.Company.ID, func(sub *store.Subscription) error {
+		sub.Checkout = &store.Checkout{SessionID: "cs_test_open", URL: "https://checkout.stripe.com/c/pay/cs_test_open", PlanID: "pro", ExpiresAt: expires}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	id, name := fmt.Sprint(f.Company.ID), f.Company.Name
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 1, "Stripe Checkout Session cs_test_open, which can be paid until " + expires.Format(time.RFC3339)},
+		{nil, 1, "expire it in the Stripe dashboard"},
+		{[]string{"--expired-checkout", "cs_test_other"}, 1, "--expired-checkout cs_test_other is not the company's checkout, cs_test_open"},
+	} {
+		code, out, errOut := run(append([]string{"delete-company", "--company", id, "--confirm", name}, c.args...)...)
+		if code != c.code || out != "" || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "nothing was removed") {
+			t.Errorf("delete-company %v: exit %d %q %q, want %d and %q", c.args, code, out, errOut, c.code, c.want)
+		}
+	}
+	b = openTestBackend(t, st)
+	conformance.CheckKept(t, b, f)
+	b.Close()
+	if code, out, errOut := run("delete-company", "--company", id, "--confirm", name, "--expired-checkout", "cs_test_open"); code != 0 {
+		t.Fatalf("delete-company --expired-checkout: exit %d %q %q, want 0", code, out, errOut)
+	}
+	b = openTestBackend(t, st)
+	conformance.CheckRemoved(t, b, f)
+	b.Close()
 }
