@@ -22,10 +22,11 @@ const companyRemovalBatch = 1000
 // provider's subscription not canceled yet is refused, since the provider
 // would go on billing it; so is one whose provider checkout can still be
 // paid (store.CheckoutPayable), which would make such a subscription,
-// unless --expired-checkout names it (expired at the provider by hand). The removal runs in steps of a bounded size,
-// each its own transaction, credentials first and the company's record
-// last: a run stopped midway (Ctrl-C, a crash) leaves the company, without
-// its credentials, and the same command run again finishes it.
+// unless --expired-checkout names it (expired at the provider by hand).
+// The removal runs in steps of a bounded size, each its own transaction,
+// credentials first and the company's record last: a run stopped midway
+// (Ctrl-C, a crash) leaves the company, without its credentials, and the
+// same command run again finishes it.
 func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, where := adminFlags("delete-company", stderr)
 	company := fs.Uint64("company", 0, "the company's id (required)")
