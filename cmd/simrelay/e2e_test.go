@@ -94,14 +94,45 @@ func companyStore(t *testing.T) (bin string, st testStore, apiKey string) {
 	return bin, st, createCompany(t, bin, st)
 }
 
-// built is the simrelay binary the tests share: linking it is the costly
-// part of a test that runs it, so the package builds it once (buildBinary)
-// and TestMain removes it.
-var built struct {
+// testBuild is a simrelay binary the tests build once per test run, into
+// a temporary directory that TestMain removes: linking it is the costly
+// part of a test that runs it.
+type testBuild struct {
 	once sync.Once
 	dir  string
 	bin  string
 	err  error
+}
+
+// built is the binary every test runs (buildBinary).
+var built testBuild
+
+// make builds simrelay with the go build flags given, once; prebuilt is
+// what make test built already for every package, if anything.
+func (b *testBuild) make(t *testing.T, prebuilt func() (string, bool, error), flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
+		if prebuilt != nil {
+			var ok bool
+			if b.bin, ok, b.err = prebuilt(); ok {
+				return
+			}
+		}
+		if b.dir, b.err = os.MkdirTemp("", "simrelay-test-"); b.err != nil {
+			return
+		}
+		bin := filepath.Join(b.dir, "simrelay")
+		args := append(append([]string{"build"}, flags...), "-o", bin, ".")
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		b.bin = bin
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.bin
 }
 
 // TestMain runs two tests a core at once (waitpar): most of a test here
@@ -118,29 +149,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildBinary compiles simrelay once per test run into a temporary directory.
+// buildBinary compiles simrelay once per test run into a temporary
+// directory, or takes make test's build, shared by every package's tests.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		var prebuilt bool
-		if built.bin, prebuilt, built.err = testbin.Prebuilt("simrelay"); prebuilt {
-			return // make test's, shared by every package's tests
-		}
-		built.dir, built.err = os.MkdirTemp("", "simrelay-test-")
-		if built.err != nil {
-			return
-		}
-		bin := filepath.Join(built.dir, "simrelay")
-		if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		built.bin = bin
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
+	return built.make(t, func() (string, bool, error) { return testbin.Prebuilt("simrelay") })
 }
 
 // server is a running simrelay process.

@@ -2,14 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/simrelay/simrelay/internal/storetest"
@@ -66,31 +62,13 @@ func TestServeMCPServerInfoVersion(t *testing.T) {
 // versionedRelease is the version versionedBinary is given at link time.
 const versionedRelease = "v0.0.0-older"
 
-var versioned struct {
-	once     sync.Once
-	dir, bin string
-	err      error
-}
+// versioned is the binary versionedBinary builds.
+var versioned testBuild
 
 // versionedBinary compiles simrelay once per test run with its version set
 // at link time (-X main.version=versionedRelease), as a release is built:
 // the tests of what a build says of its version share it.
 func versionedBinary(t *testing.T) string {
 	t.Helper()
-	versioned.once.Do(func() {
-		versioned.dir, versioned.err = os.MkdirTemp("", "simrelay-test-versioned-")
-		if versioned.err != nil {
-			return
-		}
-		bin := filepath.Join(versioned.dir, "simrelay")
-		if out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+versionedRelease, "-o", bin, ".").CombinedOutput(); err != nil {
-			versioned.err = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		versioned.bin = bin
-	})
-	if versioned.err != nil {
-		t.Fatal(versioned.err)
-	}
-	return versioned.bin
+	return versioned.make(t, nil, "-ldflags", "-X main.version="+versionedRelease)
 }
