@@ -159,7 +159,7 @@ func TestCompanyExportSlowSteadyReaderGetsItAll(t *testing.T) {
 	// The write timeout is seconds: a write waits until the client has
 	// taken about half of what the server's socket buffer holds (megabytes
 	// on loopback).
-	e := newEnv(t, roomy, exportBounds(httpapi.ExportConfig{WriteTimeout: 10 * time.Second, MinRate: 64 << 10, Grace: time.Second}))
+	e := newEnv(t, roomy, exportBounds(httpapi.ExportConfig{WriteTimeout: 10 * time.Second, MinRate: 64 << 10, Grace: 500 * time.Millisecond}))
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "acme-phone")
 	const total = 1000
@@ -169,8 +169,9 @@ func TestCompanyExportSlowSteadyReaderGetsItAll(t *testing.T) {
 	// stream rather than the reader.
 	c := dialExport(t, e, a.apiKey, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
-	// 8 KB every 10 ms, at most about 800 KB/s: the 4 MB take seconds.
-	r, err := http.ReadResponse(bufio.NewReaderSize(&slowReader{r: c, step: 8 << 10, pause: 10 * time.Millisecond}, 8<<10), nil)
+	// 8 KB every 5 ms, at most about 1.6 MB/s, 25 times the minimum rate:
+	// the 4 MB take seconds, several times the grace.
+	r, err := http.ReadResponse(bufio.NewReaderSize(&slowReader{r: c, step: 8 << 10, pause: 5 * time.Millisecond}, 8<<10), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
