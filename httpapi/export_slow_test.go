@@ -114,13 +114,15 @@ func TestCompanyExportStalledReaderLosesItsSlot(t *testing.T) {
 // as the company had pages.
 func TestCompanyExportTricklingReaderLosesItsSlot(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, roomy, exportBounds(httpapi.ExportConfig{WriteTimeout: time.Minute, MinRate: 1 << 20, Grace: 500 * time.Millisecond}))
+	e := newEnv(t, roomy, exportBounds(httpapi.ExportConfig{WriteTimeout: time.Minute, MinRate: 4 << 20, Grace: 500 * time.Millisecond}))
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "acme-phone")
 	fillExport(t, e, a, 3000, 3000)
 	for range 2 {
 		c, br := openExport(t, e, a.apiKey)
-		// About 100 KB/s, a tenth of the minimum rate, until the server cuts it.
+		// About 100 KB/s, a fortieth of the minimum rate, until the server
+		// cuts it: what the sockets' buffers took at once (megabytes) earns
+		// about a second at that rate.
 		go func() {
 			defer c.Close()
 			buf := make([]byte, 1024)
