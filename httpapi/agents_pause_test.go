@@ -73,11 +73,21 @@ func TestAgentPauseHoldsQueuedJobs(t *testing.T) {
 	if jobs, _ := ag.Jobs(); len(jobs) != 1 || jobs[0].ID != ids[0] {
 		t.Fatalf("right after the resume: %+v, want only %s: the rest wait for the gap", jobs, ids[0])
 	}
+	// No job is due within 2 s of the one before: after each, the clock
+	// moves to 100 ms short of that at once (a job there arrived too soon,
+	// which fails below), then 100 ms at a time.
+	jumped := 0
 	for i := 0; i < 200; i++ {
-		if jobs, _ := ag.Jobs(); len(jobs) == len(ids) {
+		jobs, _ := ag.Jobs()
+		if len(jobs) == len(ids) {
 			break
 		}
-		e.clock.Advance(100 * time.Millisecond)
+		if len(jobs) > jumped {
+			jumped = len(jobs)
+			e.clock.Advance(1900 * time.Millisecond)
+		} else {
+			e.clock.Advance(100 * time.Millisecond)
+		}
 		ag.settle()
 	}
 	jobs, at := ag.Jobs()

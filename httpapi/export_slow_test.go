@@ -114,13 +114,15 @@ func TestCompanyExportStalledReaderLosesItsSlot(t *testing.T) {
 // as the company had pages.
 func TestCompanyExportTricklingReaderLosesItsSlot(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, roomy, exportBounds(httpapi.ExportConfig{WriteTimeout: time.Minute, MinRate: 1 << 20, Grace: 500 * time.Millisecond}))
+	e := newEnv(t, roomy, exportBounds(httpapi.ExportConfig{WriteTimeout: time.Minute, MinRate: 4 << 20, Grace: 500 * time.Millisecond}))
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "acme-phone")
 	fillExport(t, e, a, 3000, 3000)
 	for range 2 {
 		c, br := openExport(t, e, a.apiKey)
-		// About 100 KB/s, a tenth of the minimum rate, until the server cuts it.
+		// About 100 KB/s, a fortieth of the minimum rate, until the server
+		// cuts it: what the sockets' buffers took at once (megabytes) earns
+		// about a second at that rate.
 		go func() {
 			defer c.Close()
 			buf := make([]byte, 1024)
@@ -159,7 +161,7 @@ func TestCompanyExportSlowSteadyReaderGetsItAll(t *testing.T) {
 	// The write timeout is seconds: a write waits until the client has
 	// taken about half of what the server's socket buffer holds (megabytes
 	// on loopback).
-	e := newEnv(t, roomy, exportBounds(httpapi.ExportConfig{WriteTimeout: 10 * time.Second, MinRate: 64 << 10, Grace: time.Second}))
+	e := newEnv(t, roomy, exportBounds(httpapi.ExportConfig{WriteTimeout: 10 * time.Second, MinRate: 64 << 10, Grace: 500 * time.Millisecond}))
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "acme-phone")
 	const total = 1000
@@ -169,8 +171,9 @@ func TestCompanyExportSlowSteadyReaderGetsItAll(t *testing.T) {
 	// stream rather than the reader.
 	c := dialExport(t, e, a.apiKey, 64<<10)
 	_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
-	// 8 KB every 10 ms, at most about 800 KB/s: the 4 MB take seconds.
-	r, err := http.ReadResponse(bufio.NewReaderSize(&slowReader{r: c, step: 8 << 10, pause: 10 * time.Millisecond}, 8<<10), nil)
+	// 8 KB every 5 ms, at most about 1.6 MB/s, 25 times the minimum rate:
+	// the 4 MB take seconds, several times the grace.
+	r, err := http.ReadResponse(bufio.NewReaderSize(&slowReader{r: c, step: 8 << 10, pause: 5 * time.Millisecond}, 8<<10), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,9 @@ func TestBrowserThreadReloadSaysTheServerWasNotReached(t *testing.T) {
 	var armed atomic.Bool
 	var hits atomic.Int32
 	e := newEnv(t, func(o *envOptions) {
-		o.streams = web.StreamConfig{Heartbeat: time.Hour}
+		// As in reloadRefused: the browser opens the stream again 100 ms
+		// after the resync ends it, not the default's 3 s.
+		o.streams = web.StreamConfig{Heartbeat: time.Hour, Retry: 100 * time.Millisecond}
 		o.wrap = func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				// Every try while armed: a browser retries a request whose
