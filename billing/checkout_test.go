@@ -592,3 +592,35 @@ func TestTrialOncePerCompany(t *testing.T) {
 		t.Fatalf("checkouts asked for a trial: %v; want [true false] (the first checkout only)", trials)
 	}
 }
+
+// checkout.session.expired forgets the company's open checkout when it is
+// that one (expired in the Stripe dashboard, or at its expiry), so that
+// the company reads none that can still be paid (simrelay admin
+// delete-company refuses one that can); another session's leaves it.
+func TestCheckoutExpiredForgetsTheOpenCheckout(t *testing.T) {
+	t.Parallel()
+	st, co := acme(t)
+	svc := stripeService(t, st)
+	meta := starterMeta(co.ID)
+	open := store.Checkout{SessionID: "cs_A", URL: "https://checkout.stripe.com/c/pay/cs_A", ExpiresAt: time.Now().Add(23 * time.Hour)}
+	if _, err := st.UpdateSubscription(co.ID, func(sub *store.Subscription) error {
+		sub.Checkout = &open
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	handle(t, svc, "evt_other", billing.EventCheckoutExpired, time.Now().Unix(), map[string]any{"id": "cs_B", "object": "checkout.session",
+		"status": "expired", "metadata": meta})
+	if got := subscription(t, st, co.ID).Checkout; got == nil || got.SessionID != "cs_A" {
+		t.Fatalf("after another session expired: %+v, want cs_A still open", got)
+	}
+	handle(t, svc, "evt_exp", billing.EventCheckoutExpired, time.Now().Unix(), map[string]any{"id": "cs_A", "object": "checkout.session",
+		"customer": "cus_A", "status": "expired", "metadata": meta})
+	sub := subscription(t, st, co.ID)
+	if store.CheckoutPayable(sub.Checkout, time.Now()) {
+		t.Fatalf("after its session expired: %+v, want no payable checkout", sub.Checkout)
+	}
+	if sub.CustomerID != "" {
+		t.Errorf("an expired session bound its customer %q", sub.CustomerID)
+	}
+}

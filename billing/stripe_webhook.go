@@ -20,6 +20,7 @@ import (
 // and ignored, so a Stripe endpoint that sends more does no harm.
 const (
 	EventCheckoutCompleted   = "checkout.session.completed"
+	EventCheckoutExpired     = "checkout.session.expired"
 	EventSubscriptionCreated = "customer.subscription.created"
 	EventSubscriptionUpdated = "customer.subscription.updated"
 	EventSubscriptionDeleted = "customer.subscription.deleted"
@@ -84,6 +85,28 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		return badID("id")
 	}
 	switch string(ev.Type) {
+	case EventCheckoutExpired:
+		var cs stripe.CheckoutSession
+		if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil {
+			return s.badEvent(ev, err)
+		}
+		// The company's open checkout can no longer be paid (expired in
+		// the Stripe dashboard, or at its expiry): it is forgotten, so a
+		// subscribe opens a new one and the company may be removed (simrelay
+		// admin delete-company refuses one with a checkout still payable).
+		// It binds no customer: a session that was never paid makes none
+		// the company's.
+		return s.apply(ev, s.ownCompany(cs.Metadata), "", false, func(sub *store.Subscription, _ bool) bool {
+			co := sub.Checkout
+			if co == nil || cs.ID == "" || co.SessionID != cs.ID {
+				return false // another checkout, or one already over
+			}
+			sub.Checkout = nil
+			if co.Claim != "" {
+				sub.Checkout = &store.Checkout{Claim: co.Claim, ClaimedAt: co.ClaimedAt}
+			}
+			return false
+		})
 	case EventCheckoutCompleted:
 		var cs stripe.CheckoutSession
 		if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil {

@@ -31,7 +31,7 @@ func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs, where := adminFlags("delete-company", stderr)
 	company := fs.Uint64("company", 0, "the company's id (required)")
 	confirm := fs.String("confirm", "", "the company's name, exactly as stored (required): the command removes the company only if it is this one")
-	expired := fs.String("expired-checkout", "", "the company's Stripe Checkout Session (cs_...) that is expired in the Stripe dashboard, while the server holds it open: the command then goes on")
+	expired := fs.String("expired-checkout", "", "the company's Stripe Checkout Session (cs_...) that is expired in the Stripe dashboard, where the server was not told (its webhook endpoint does not send checkout.session.expired): the command then goes on")
 	fs.Usage = flagUsage(fs, "Usage: simrelay admin delete-company --company ID --confirm NAME [--expired-checkout CS_ID] [--data-dir D | --database-url URL]\n\n")
 	if err := parseFlags(fs, args, 0); err != nil {
 		return usageOrHelp(err)
@@ -70,7 +70,7 @@ func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 		switch *expired {
 		case co.SessionID:
 		case "":
-			return fmt.Errorf("company %d has the Stripe Checkout Session %s, which can be paid until %s: paid after the removal, it would make a subscription Stripe bills; expire it in the Stripe dashboard and run the command again with --expired-checkout %s, or run it after that time; nothing was removed",
+			return fmt.Errorf("company %d has the Stripe Checkout Session %s, which can be paid until %s: paid after the removal, it would make a subscription Stripe bills; expire it in the Stripe dashboard and run the command again once Stripe's checkout.session.expired event has reached the server (or with --expired-checkout %s where the webhook endpoint does not send that event), or run it after that time; nothing was removed",
 				c.ID, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339), co.SessionID)
 		default:
 			return fmt.Errorf("--expired-checkout %s is not the company's checkout, %s, which can be paid until %s: nothing was removed",
