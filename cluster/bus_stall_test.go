@@ -77,6 +77,16 @@ func newStallRelay(t *testing.T, to string) *stallRelay {
 // shut closes the relay's listener and every connection it forwards: a
 // client then finds the server gone at once (a connection refused, or its
 // connection at an end), where a stalled relay left it waiting.
+// silence mutes the server and cuts the bus's connection, and returns
+// once the bus is reconnecting to the now silent server: its handshake
+// holds the client's lock for the connect timeout.
+func (r *stallRelay) silence(t *testing.T) {
+	t.Helper()
+	r.muted.Store(true)
+	r.cut()
+	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return r.held.Load() > 0 })
+}
+
 func (r *stallRelay) shut() {
 	_ = r.ln.Close()
 	r.mu.Lock()
@@ -217,9 +227,7 @@ func TestPublishDoesNotWaitOnASilentReconnection(t *testing.T) {
 	if err := b.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	relay.muted.Store(true)
-	relay.cut()
-	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	relay.silence(t)
 	// The handshake under way holds the client's lock from its dial on;
 	// the held connection was counted just after, so the publishes below
 	// start within its 10 s. Past the queue's bound they are dropped.
@@ -271,9 +279,7 @@ func TestSignalsQueuedDuringASilentReconnectionArriveInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	relay.muted.Store(true)
-	relay.cut()
-	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	relay.silence(t)
 	const n = 200
 	var want []string
 	for i := range n {
@@ -313,9 +319,7 @@ func TestCloseDoesNotWaitOutASilentReconnection(t *testing.T) {
 	if err := b.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	relay.muted.Store(true)
-	relay.cut()
-	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	relay.silence(t)
 	// The sender takes a first signal and waits on the client's lock with
 	// it; those after it wait in the queue.
 	b.Publish("signal", []byte("x"))
@@ -354,9 +358,7 @@ func TestAskEndsWithItsContextDuringASilentReconnection(t *testing.T) {
 	if err := b.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	relay.muted.Store(true)
-	relay.cut()
-	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	relay.silence(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	type result struct {
@@ -390,9 +392,7 @@ func TestReadyEndsWithItsContextDuringASilentReconnection(t *testing.T) {
 	if err := b.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	relay.muted.Store(true)
-	relay.cut()
-	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	relay.silence(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
@@ -421,9 +421,7 @@ func TestConnectedDoesNotWaitOutASilentReconnection(t *testing.T) {
 	if !b.Connected() {
 		t.Fatal("not connected once Connect returned")
 	}
-	relay.muted.Store(true)
-	relay.cut()
-	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	relay.silence(t)
 	answer := make(chan bool, 1)
 	go func() { answer <- b.Connected() }()
 	select {
@@ -457,9 +455,7 @@ func TestLiveCloseDoesNotWaitOutASilentReconnection(t *testing.T) {
 	if err := b.Ready(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	relay.muted.Store(true)
-	relay.cut()
-	poll.Until(t, "the bus reconnecting to the silent server", func() bool { return relay.held.Load() > 0 })
+	relay.silence(t)
 	// A look begun during the handshake.
 	looks := l.Looks()
 	poll.Until(t, "Live looking at the bus during the handshake", func() bool { return l.Looks() > looks })
