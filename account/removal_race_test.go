@@ -12,6 +12,7 @@ import (
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
+	"github.com/simrelay/simrelay/store/conformance"
 )
 
 // A sign-in (login or console) that checked the password of a user whose
@@ -38,13 +39,7 @@ func TestSignInRacingACompanyRemoval(t *testing.T) {
 		}
 		st.reset = func() {
 			st.reset = nil
-			for done := false; !done; {
-				r, err := bolt.RemoveCompanyStep(u.CompanyID, 1000)
-				if err != nil {
-					t.Fatalf("remove the company: %v", err)
-				}
-				done = r.Done
-			}
+			conformance.RemoveCompany(t, bolt, u.CompanyID, 1000)
 		}
 		ctx := context.Background()
 		if how == "login" {
@@ -101,13 +96,7 @@ func TestResetRacingACompanyRemoval(t *testing.T) {
 	}
 	st.remove = func() {
 		st.remove = nil
-		for done := false; !done; {
-			r, err := bolt.RemoveCompanyStep(u.CompanyID, 1000)
-			if err != nil {
-				t.Fatalf("remove the company: %v", err)
-			}
-			done = r.Done
-		}
+		conformance.RemoveCompany(t, bolt, u.CompanyID, 1000)
 	}
 	if err := svc.ForgotPassword(context.Background(), raceEmail); err != nil {
 		t.Errorf("a reset racing its company's removal: %v, want none, as for an unknown address", err)
