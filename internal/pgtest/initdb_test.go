@@ -49,21 +49,7 @@ func TestInitDataRefusesAKeptDirectoryNotItsOwn(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			base := t.TempDir()
-			// As root the cluster runs as nobody, who must reach base.
-			for _, d := range []string{filepath.Dir(base), base} {
-				if err := os.Chmod(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
-			dir, err := os.MkdirTemp(base, dirPrefix+"0-*")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cred, err := runAs(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			base, dir, cred := clusterDirs(t)
 			key, err := initDataKey(bin, cred)
 			if err != nil {
 				t.Fatal(err)
@@ -81,6 +67,27 @@ func TestInitDataRefusesAKeptDirectoryNotItsOwn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clusterDirs makes a test's base directory and a cluster directory in it
+// as the package makes them, and the user the cluster runs as there: as
+// root the cluster runs as nobody, who must reach base.
+func clusterDirs(t *testing.T) (base, dir string, cred *syscall.Credential) {
+	t.Helper()
+	base = t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir, err := os.MkdirTemp(base, dirPrefix+"0-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cred, err = runAs(dir); err != nil {
+		t.Fatal(err)
+	}
+	return base, dir, cred
 }
 
 // plantData makes dir look like a kept initdb result, with a file of its
@@ -113,20 +120,7 @@ func TestInitDataRemovesOnlyItsUsersOtherResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir, err := os.MkdirTemp(base, dirPrefix+"0-*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cred, err := runAs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, dir, cred := clusterDirs(t)
 	own := filepath.Join(base, dirPrefix+"initdb-older")
 	plantData(t, own, cred)
 	theirs := filepath.Join(base, dirPrefix+"initdb-theirs")
