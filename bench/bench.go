@@ -255,7 +255,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	rep.HeapPerPhoneKB = (heap1 - heap0) / float64(n) / 1024
 	rep.LiveHeapPerPhoneKB = (live1 - live0) / float64(n) / 1024
 	rep.ServerRSSMB = float64(rss1) / (1 << 20)
-	logf("idle: %.1f KB RSS (%.1f KB anonymous), %.1f KB heap in use (%.1f KB live), %.1f KB stack and %.2f goroutines per phone", rep.RSSPerPhoneKB, rep.AnonPerPhoneKB, rep.HeapPerPhoneKB, rep.LiveHeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
+	logf("%s", idleLine(rep))
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
 	phase = PhaseSends
@@ -375,6 +375,20 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	}
 	phase = ""
 	return rep, nil
+}
+
+// idleLine is the idle phase's progress line. A server whose RSS fell
+// while its phones linked (a few phones after a seeding, its memory
+// returned to the system) has no RSS figure per phone: the line says so,
+// as the report's table does, rather than print a negative size (the JSON
+// keeps the raw difference).
+func idleLine(rep Report) string {
+	rss := "RSS not measured: it fell (use thousands of phones)"
+	if rep.RSSPerPhoneKB >= 0 && rep.AnonPerPhoneKB >= 0 {
+		rss = fmt.Sprintf("%.1f KB RSS (%.1f KB anonymous)", rep.RSSPerPhoneKB, rep.AnonPerPhoneKB)
+	}
+	return fmt.Sprintf("idle: %s, %.1f KB heap in use (%.1f KB live), %.1f KB stack and %.2f goroutines per phone",
+		rss, rep.HeapPerPhoneKB, rep.LiveHeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
 }
 
 // sleep waits d, or less when ctx ends first; it reports whether ctx is
