@@ -212,7 +212,7 @@ func printReport(w io.Writer, r bench.Report) {
 		fmt.Fprintf(tw, "kill -9 and restart: listening / phones linked p50 / all\t%.0f / %.0f / %.0f ms\t\n", r.RestartListeningMs, r.RestartLinkedP50Ms, r.RestartLinkedMaxMs)
 		fmt.Fprintf(tw, "  sends answered before the kill / not on phones then / lost\t%d / %d / %d\t0 lost\n", r.RestartAnswered, r.RestartBehind, r.RestartLost)
 	}
-	if r.Measured(bench.PhaseBulk) {
+	if r.BulkStored > 0 && r.Measured(bench.PhaseBulk) {
 		fmt.Fprintf(tw, "bulk sends (1,000 a request): stored / dispatched\t%.0f / %.0f /s\t\n", r.BulkStoredPerSec, r.BulkDispatchPerSec)
 	}
 	if r.Measured(bench.PhaseLatency) {

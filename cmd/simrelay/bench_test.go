@@ -338,3 +338,20 @@ func TestBenchPrintsNoNegativeMemoryPerPhone(t *testing.T) {
 		t.Errorf("the report does not say the memory per phone was not measured:\n%s", out.String())
 	}
 }
+
+// A run with --bulk-requests 0 skips the bulk phase ("0: skip it"), as
+// --drain-jobs 0, --pool-for 0s and --restart-after 0s skip theirs: its
+// table has no bulk row, where it printed "stored / dispatched 0 / 0 /s".
+func TestBenchPrintsNoRowOfASkippedBulkPhase(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	printReport(&out, bench.Report{Phones: 20, SendsPerSecond: 2376})
+	if strings.Contains(out.String(), "bulk sends") {
+		t.Errorf("the report prints the bulk phase that was skipped:\n%s", out.String())
+	}
+	out.Reset()
+	printReport(&out, bench.Report{Phones: 20, BulkStored: 1000, BulkStoredPerSec: 5220, BulkDispatchPerSec: 1187})
+	if !strings.Contains(out.String(), "bulk sends") || !strings.Contains(out.String(), "5220 / 1187 /s") {
+		t.Errorf("the report lacks the bulk phase that ran:\n%s", out.String())
+	}
+}
