@@ -25,6 +25,24 @@ func TestCommandHelp(t *testing.T) {
 	}
 }
 
+// version takes no word or flag, as the other commands take no stray one
+// (docs/agents.md): it printed the version whatever followed it
+// (simrelay-agent version --bogus, exit 0). -h says what it does.
+func TestVersionTakesNoArgument(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"extra", "--bogus"} {
+		var out, errOut bytes.Buffer
+		code := run(t.Context(), []string{"version", arg}, &out, &errOut)
+		if code != 2 || out.Len() != 0 || !strings.Contains(errOut.String(), `simrelay-agent version: unexpected argument "`+arg+`"`) {
+			t.Errorf("version %s: exit %d, stdout %q, stderr %q; want 2 naming the argument, no version", arg, code, out.String(), errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"version", "-h"}, &out, &errOut); code != 0 || !strings.Contains(out.String()+errOut.String(), "Usage: simrelay-agent version") {
+		t.Errorf("version -h: exit %d, output %q; want 0 and its usage", code, out.String()+errOut.String())
+	}
+}
+
 // A word that is not a flag is refused by name, wherever it stands, rather
 // than ending the flags and leaving the ones after it unread; a bad value
 // names the flag in both spellings and says what it wants, once.

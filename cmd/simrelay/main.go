@@ -101,14 +101,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "bench":
 		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "simrelay", buildVersion())
-		return 0
+		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(stderr, "simrelay: unknown command %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// versionCmd prints the version. It takes no word or flag, as no other
+// command takes a stray one: one is refused by name (exit 2), where it was
+// ignored; -h says what the command does.
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "--help", "-help":
+			fmt.Fprint(stderr, "Usage: simrelay version\n\nPrints the version of this build and exits. It takes no flags.\n")
+			return 0
+		}
+		fmt.Fprintf(stderr, "simrelay version: unexpected argument %q: it takes none\n", args[0])
+		return 2
+	}
+	fmt.Fprintln(stdout, "simrelay", buildVersion())
+	return 0
 }
 
 func buildVersion() string {

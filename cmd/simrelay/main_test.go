@@ -40,6 +40,25 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 }
 
+// version takes no word or flag, as no other command takes a stray one: it
+// printed the version whatever followed it (simrelay version --bogus, exit
+// 0). -h says what it does.
+func TestVersionTakesNoArgument(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"extra", "--bogus", "--short"} {
+		code, out, errOut := runCmd(t, "version", arg)
+		if code != 2 || out != "" || !strings.Contains(errOut, fmt.Sprintf("simrelay version: unexpected argument %q", arg)) {
+			t.Errorf("version %s: exit %d, stdout %q, stderr %q; want 2 naming the argument, no version", arg, code, out, errOut)
+		}
+	}
+	for _, arg := range []string{"-h", "--help"} {
+		code, out, errOut := runCmd(t, "version", arg)
+		if code != 0 || !strings.Contains(out+errOut, "Usage: simrelay version") {
+			t.Errorf("version %s: exit %d, output %q; want 0 and its usage", arg, code, out+errOut)
+		}
+	}
+}
+
 // The top-level usage lists every admin command that simrelay admin -h lists.
 func TestUsageListsEveryAdminCommand(t *testing.T) {
 	t.Parallel()
