@@ -116,6 +116,9 @@ type Report struct {
 	// cut: that phase and those after it were not measured, and their
 	// figures are zero. Empty when the run went to its end.
 	Interrupted string `json:"interrupted,omitempty"`
+	// Skipped names the phases a zero length or count left out
+	// (--send-for 0s, --drain-jobs 0): not measured, their figures zero.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // The phases of a run, in the order Run takes them (Report.Interrupted
@@ -138,8 +141,12 @@ var phaseOrder = []string{PhasePrepare, PhaseIdle, PhaseSends, PhasePool, PhaseD
 	PhaseLists, PhaseDashboards, PhaseRestart, PhaseBulk}
 
 // Measured reports whether the run took phase to its end: every phase of a
-// run that was not interrupted, else those before the one cut.
+// run that was not interrupted, else those before the one cut, but those
+// it skipped.
 func (r Report) Measured(phase string) bool {
+	if slices.Contains(r.Skipped, phase) {
+		return false
+	}
 	if r.Interrupted == "" {
 		return true
 	}
@@ -259,15 +266,19 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 
 	// Durable send throughput: answered 2xx after fsync, each taken and acked by its phone.
 	phase = PhaseSends
-	logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
-	tp, err := throughput(ctx, []*apiClient{api}, fleet, fps, cfg.Senders, cfg.SendFor)
-	if err != nil || ctx.Err() != nil {
-		return rep, err
+	if cfg.SendFor > 0 {
+		logf("sending as fast as %d senders can for %s ...", cfg.Senders, cfg.SendFor)
+		tp, err := throughput(ctx, []*apiClient{api}, fleet, fps, cfg.Senders, cfg.SendFor)
+		if err != nil || ctx.Err() != nil {
+			return rep, err
+		}
+		rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = tp.answered, tp.received, tp.perSecond
+		rep.SendsBehind, rep.SendsCatchUpMs = tp.behind, float64(tp.catchUp.Microseconds())/1000
+		logf("throughput: %.0f durable sends/s (%d answered, %d received and acked); %d not on their phones when the phase ended, the last %.0f ms later",
+			rep.SendsPerSecond, rep.SendsAnswered, rep.SendsReceived, rep.SendsBehind, rep.SendsCatchUpMs)
+	} else {
+		rep.Skipped = append(rep.Skipped, PhaseSends)
 	}
-	rep.SendsAnswered, rep.SendsReceived, rep.SendsPerSecond = tp.answered, tp.received, tp.perSecond
-	rep.SendsBehind, rep.SendsCatchUpMs = tp.behind, float64(tp.catchUp.Microseconds())/1000
-	logf("throughput: %.0f durable sends/s (%d answered, %d received and acked); %d not on their phones when the phase ended, the last %.0f ms later",
-		rep.SendsPerSecond, rep.SendsAnswered, rep.SendsReceived, rep.SendsBehind, rep.SendsCatchUpMs)
 
 	// The same through sender pools of 100 phones that choose the member.
 	phase = PhasePool
@@ -283,6 +294,8 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 			logf("pool %s: %.0f durable sends/s", strategy, perSecond)
 		}
 		rep.PoolMembers, rep.PoolLeastLoadedPerSec, rep.PoolStickyPerSec = min(poolMembers, len(fps)), rates[0], rates[1]
+	} else {
+		rep.Skipped = append(rep.Skipped, PhasePool)
 	}
 
 	// One phone back from an outage drains its backlog, acking and
@@ -298,30 +311,48 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		if rep.SendsPerSecond > 0 {
 			rep.DrainRatio = rep.DrainPerSecond / rep.SendsPerSecond
 		}
-		logf("drain: %.0f jobs/s, %.2f of the durable send rate", rep.DrainPerSecond, rep.DrainRatio)
+		if rep.SendsPerSecond > 0 {
+			logf("drain: %.0f jobs/s, %.2f of the durable send rate", rep.DrainPerSecond, rep.DrainRatio)
+		} else {
+			logf("drain: %.0f jobs/s", rep.DrainPerSecond)
+		}
+	} else {
+		rep.Skipped = append(rep.Skipped, PhaseDrain)
 	}
 
 	// Send -> frame on the phone at a fixed rate.
 	phase = PhaseLatency
-	lat, err := latency(ctx, func(int) *apiClient { return api }, fleet, fps, cfg.Rate, cfg.RateFor)
-	if err != nil || ctx.Err() != nil {
-		return rep, err
+	if cfg.RateFor > 0 {
+		lat, err := latency(ctx, func(int) *apiClient { return api }, fleet, fps, cfg.Rate, cfg.RateFor)
+		if err != nil || ctx.Err() != nil {
+			return rep, err
+		}
+		rep.SendRate = cfg.Rate
+		rep.SendP50ms, rep.SendP99ms = pct(lat, 50), pct(lat, 99)
+		logf("send -> phone at %d/s: p50 %.2f ms, p99 %.2f ms (%d samples)", cfg.Rate, rep.SendP50ms, rep.SendP99ms, len(lat))
+	} else {
+		rep.Skipped = append(rep.Skipped, PhaseLatency)
 	}
-	rep.SendRate = cfg.Rate
-	rep.SendP50ms, rep.SendP99ms = pct(lat, 50), pct(lat, 99)
-	logf("send -> phone at %d/s: p50 %.2f ms, p99 %.2f ms (%d samples)", cfg.Rate, rep.SendP50ms, rep.SendP99ms, len(lat))
 
 	// Inbound -> webhook received.
 	phase = PhaseWebhook
-	wl, wnote := webhookLatency(ctx, api, fleet, cfg.InboundRate, cfg.InboundFor)
-	if ctx.Err() != nil {
-		return rep, nil
+	if cfg.InboundFor > 0 {
+		wl, wnote := webhookLatency(ctx, api, fleet, cfg.InboundRate, cfg.InboundFor)
+		if ctx.Err() != nil {
+			return rep, nil
+		}
+		rep.WebhookNote = wnote
+		if len(wl) > 0 {
+			rep.WebhookP50ms, rep.WebhookP99ms = pct(wl, 50), pct(wl, 99)
+		}
+		line := fmt.Sprintf("inbound -> webhook at %d/s: p50 %.2f ms, p99 %.2f ms", cfg.InboundRate, rep.WebhookP50ms, rep.WebhookP99ms)
+		if wnote != "" {
+			line += " " + wnote
+		}
+		logf("%s", line)
+	} else {
+		rep.Skipped = append(rep.Skipped, PhaseWebhook)
 	}
-	rep.WebhookNote = wnote
-	if len(wl) > 0 {
-		rep.WebhookP50ms, rep.WebhookP99ms = pct(wl, 50), pct(wl, 99)
-	}
-	logf("inbound -> webhook at %d/s: p50 %.2f ms, p99 %.2f ms %s", cfg.InboundRate, rep.WebhookP50ms, rep.WebhookP99ms, wnote)
 
 	// Lists over the stored history.
 	phase = PhaseLists
@@ -359,6 +390,8 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		rep.RestartListeningMs, rep.RestartLinkedP50Ms, rep.RestartLinkedMaxMs = rs.listeningMs, rs.linkedP50Ms, rs.linkedMaxMs
 		logf("restart: listening %.0f ms after the kill, phones linked again p50 %.0f ms, all %.0f ms; %d sends answered before the kill, %d not on their phones then, %d lost",
 			rs.listeningMs, rs.linkedP50Ms, rs.linkedMaxMs, rs.answered, rs.behind, rs.lost)
+	} else {
+		rep.Skipped = append(rep.Skipped, PhaseRestart)
 	}
 
 	// Bulk sends: 1,000 messages a request, one commit each. Last, since the
@@ -372,6 +405,8 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		}
 		rep.BulkStored, rep.BulkStoredPerSec, rep.BulkDispatchPerSec = stored, storedPerSec, dispatchPerSec
 		logf("bulk: %.0f messages stored/s, %.0f dispatched/s (%d messages)", rep.BulkStoredPerSec, rep.BulkDispatchPerSec, rep.BulkStored)
+	} else {
+		rep.Skipped = append(rep.Skipped, PhaseBulk)
 	}
 	phase = ""
 	return rep, nil

@@ -21,12 +21,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&cfg.Phones, "phones", cfg.Phones, "idle phones to connect")
-	fs.DurationVar(&cfg.SendFor, "send-for", cfg.SendFor, "length of the throughput phase")
+	fs.DurationVar(&cfg.SendFor, "send-for", cfg.SendFor, "length of the throughput phase (0: skip it)")
 	fs.IntVar(&cfg.Senders, "senders", cfg.Senders, "concurrent REST senders in the throughput phase")
 	fs.IntVar(&cfg.Rate, "rate", cfg.Rate, "sends per second of the latency phase")
-	fs.DurationVar(&cfg.RateFor, "rate-for", cfg.RateFor, "length of the latency phase")
+	fs.DurationVar(&cfg.RateFor, "rate-for", cfg.RateFor, "length of the latency phase (0: skip it)")
 	fs.IntVar(&cfg.InboundRate, "inbound-rate", cfg.InboundRate, "inbound messages per second of the webhook phase")
-	fs.DurationVar(&cfg.InboundFor, "inbound-for", cfg.InboundFor, "length of the webhook phase")
+	fs.DurationVar(&cfg.InboundFor, "inbound-for", cfg.InboundFor, "length of the webhook phase (0: skip it)")
 	fs.IntVar(&cfg.SeedMessages, "messages", cfg.SeedMessages, "messages stored before the list phase")
 	fs.IntVar(&cfg.Queries, "queries", cfg.Queries, "requests per list measurement")
 	fs.IntVar(&cfg.DrainJobs, "drain-jobs", cfg.DrainJobs, "backlog of the one phone of the drain phase (0: skip it)")
@@ -203,7 +203,9 @@ func printReport(w io.Writer, r bench.Report) {
 	}
 	if r.DrainJobs > 0 {
 		fmt.Fprintf(tw, "one phone draining %d jobs (ack, sent, delivered)\t%.0f jobs/s\t>= 1000 /s\n", r.DrainJobs, r.DrainPerSecond)
-		fmt.Fprintf(tw, "  as a ratio of the durable send rate\t%.2f\t>= 0.50\n", r.DrainRatio)
+		if r.Measured(bench.PhaseSends) {
+			fmt.Fprintf(tw, "  as a ratio of the durable send rate\t%.2f\t>= 0.50\n", r.DrainRatio)
+		}
 	}
 	if r.PoolLeastLoadedPerSec > 0 {
 		fmt.Fprintf(tw, "durable sends through a pool of %d phones: least_loaded / sticky\t%.0f / %.0f /s\t\n", r.PoolMembers, r.PoolLeastLoadedPerSec, r.PoolStickyPerSec)

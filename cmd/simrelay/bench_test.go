@@ -355,3 +355,23 @@ func TestBenchPrintsNoRowOfASkippedBulkPhase(t *testing.T) {
 		t.Errorf("the report lacks the bulk phase that ran:\n%s", out.String())
 	}
 }
+
+// A zero length skips its phase, as --pool-for 0s and --drain-jobs 0 skip
+// theirs: --send-for 0s, --rate-for 0s and --inbound-for 0s measure
+// nothing, and the table prints no row for them, where it printed "0 /s"
+// durable sends and latencies of 0.00 ms under their targets (and a drain
+// at 0.00 of a send rate never measured), as if measured.
+func TestBenchPrintsNoRowOfAZeroLengthPhase(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	printReport(&out, bench.Report{Phones: 5, DrainJobs: 100, DrainPerSecond: 2675,
+		Skipped: []string{bench.PhaseSends, bench.PhaseLatency, bench.PhaseWebhook}})
+	for _, row := range []string{"durable sends, answered", "as a ratio of the durable send rate", "send -> frame on phone", "inbound -> webhook"} {
+		if strings.Contains(out.String(), row) {
+			t.Errorf("the report prints %q of a skipped phase:\n%s", row, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "one phone draining 100 jobs") {
+		t.Errorf("the report lacks the drain phase that ran:\n%s", out.String())
+	}
+}
