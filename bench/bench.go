@@ -310,11 +310,9 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 		rep.DrainJobs, rep.DrainPerSecond = cfg.DrainJobs, perSecond
 		if rep.SendsPerSecond > 0 {
 			rep.DrainRatio = rep.DrainPerSecond / rep.SendsPerSecond
-		}
-		if rep.SendsPerSecond > 0 {
 			logf("drain: %.0f jobs/s, %.2f of the durable send rate", rep.DrainPerSecond, rep.DrainRatio)
 		} else {
-			logf("drain: %.0f jobs/s", rep.DrainPerSecond)
+			logf("drain: %.0f jobs/s", rep.DrainPerSecond) // no send rate measured to set it against
 		}
 	} else {
 		rep.Skipped = append(rep.Skipped, PhaseDrain)
