@@ -414,14 +414,22 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 // while its phones linked (a few phones after a seeding, its memory
 // returned to the system) has no RSS figure per phone: the line says so,
 // as the report's table does, rather than print a negative size (the JSON
-// keeps the raw difference).
+// keeps the raw difference); so for the Go heap and stack, which fall too
+// at a few phones.
 func idleLine(rep Report) string {
 	rss := "RSS not measured: it fell (use thousands of phones)"
 	if rep.RSSPerPhoneKB >= 0 && rep.AnonPerPhoneKB >= 0 {
 		rss = fmt.Sprintf("%.1f KB RSS (%.1f KB anonymous)", rep.RSSPerPhoneKB, rep.AnonPerPhoneKB)
 	}
-	return fmt.Sprintf("idle: %s, %.1f KB heap in use (%.1f KB live), %.1f KB stack and %.2f goroutines per phone",
-		rss, rep.HeapPerPhoneKB, rep.LiveHeapPerPhoneKB, rep.StackPerPhoneKB, rep.GoroutinesPerPhone)
+	heap := "heap not measured: it fell"
+	if rep.HeapPerPhoneKB >= 0 && rep.LiveHeapPerPhoneKB >= 0 {
+		heap = fmt.Sprintf("%.1f KB heap in use (%.1f KB live)", rep.HeapPerPhoneKB, rep.LiveHeapPerPhoneKB)
+	}
+	stack := "stack not measured: it fell"
+	if rep.StackPerPhoneKB >= 0 {
+		stack = fmt.Sprintf("%.1f KB stack", rep.StackPerPhoneKB)
+	}
+	return fmt.Sprintf("idle: %s, %s, %s and %.2f goroutines per phone", rss, heap, stack, rep.GoroutinesPerPhone)
 }
 
 // sleep waits d, or less when ctx ends first; it reports whether ctx is

@@ -26,3 +26,14 @@ func TestIdleLineHasNoNegativeMemoryPerPhone(t *testing.T) {
 		t.Errorf("idle line\n got %s\nwant %s", line, want)
 	}
 }
+
+// The heap and stack per phone fall too at a few phones; a negative one is
+// not measured either ("-12.8 KB stack" at 5 phones).
+func TestIdleLineHasNoNegativeHeapOrStack(t *testing.T) {
+	t.Parallel()
+	line := idleLine(Report{Phones: 5, RSSPerPhoneKB: 3, AnonPerPhoneKB: 2, HeapPerPhoneKB: 99.2, LiveHeapPerPhoneKB: -11.8,
+		StackPerPhoneKB: -12.8, GoroutinesPerPhone: 1})
+	if strings.Contains(line, "-11.8") || strings.Contains(line, "-12.8") || !strings.Contains(line, "not measured") {
+		t.Errorf("the idle line prints a negative heap or stack per phone, or does not say it was not measured: %s", line)
+	}
+}

@@ -192,8 +192,17 @@ func printReport(w io.Writer, r bench.Report) {
 			// phones took (the JSON keeps the raw difference).
 			fmt.Fprintf(tw, "RSS per idle phone (%d phones)\tnot measured: the RSS fell (use thousands of phones)\t<= 10 KB\n", r.Phones)
 		}
-		fmt.Fprintf(tw, "Go heap in use / live per idle phone (after a GC)\t%.1f / %.1f KB\t\n", r.HeapPerPhoneKB, r.LiveHeapPerPhoneKB)
-		fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
+		// So do the Go heap and stack, at a few phones.
+		if r.HeapPerPhoneKB >= 0 && r.LiveHeapPerPhoneKB >= 0 {
+			fmt.Fprintf(tw, "Go heap in use / live per idle phone (after a GC)\t%.1f / %.1f KB\t\n", r.HeapPerPhoneKB, r.LiveHeapPerPhoneKB)
+		} else {
+			fmt.Fprintf(tw, "Go heap in use / live per idle phone (after a GC)\tnot measured: it fell (use thousands of phones)\t\n")
+		}
+		if r.StackPerPhoneKB >= 0 {
+			fmt.Fprintf(tw, "Go stack per idle phone\t%.1f KB\t\n", r.StackPerPhoneKB)
+		} else {
+			fmt.Fprintf(tw, "Go stack per idle phone\tnot measured: it fell (use thousands of phones)\t\n")
+		}
 		fmt.Fprintf(tw, "server goroutines per idle phone\t%.2f\t\n", r.GoroutinesPerPhone)
 		fmt.Fprintf(tw, "%d phones online from none (a hello each)\t%.1f s, %.0f /s\t\n", r.Phones, r.ConnectSeconds, r.ConnectPerSecond)
 	}

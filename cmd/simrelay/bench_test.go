@@ -375,3 +375,22 @@ func TestBenchPrintsNoRowOfAZeroLengthPhase(t *testing.T) {
 		t.Errorf("the report lacks the drain phase that ran:\n%s", out.String())
 	}
 }
+
+// The Go heap and stack per idle phone fall too at a few phones (what the
+// server held before they linked was freed meanwhile): a run of 5 phones
+// printed "Go stack per idle phone -12.8 KB". Such a figure is not
+// measured, as the RSS's is not.
+func TestBenchPrintsNoNegativeHeapOrStackPerPhone(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	printReport(&out, bench.Report{Phones: 5, RSSPerPhoneKB: 3, AnonPerPhoneKB: 2, HeapPerPhoneKB: 99.2, LiveHeapPerPhoneKB: -11.8, StackPerPhoneKB: -12.8, GoroutinesPerPhone: 1})
+	if strings.Contains(out.String(), "-11.8") || strings.Contains(out.String(), "-12.8") {
+		t.Errorf("the report prints a negative heap or stack per phone:\n%s", out.String())
+	}
+	for _, row := range []string{"Go heap in use / live per idle phone", "Go stack per idle phone"} {
+		i := strings.Index(out.String(), row)
+		if i < 0 || !strings.Contains(strings.SplitN(out.String()[i:], "\n", 2)[0], "not measured") {
+			t.Errorf("the report's %q row does not say it was not measured:\n%s", row, out.String())
+		}
+	}
+}
