@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 
 	"github.com/simrelay/simrelay/internal/cliflag"
 	"github.com/simrelay/simrelay/internal/stopsig"
@@ -60,8 +61,8 @@ Usage:
   simrelay-agent run --transport imessage        send and receive iMessage (on a Mac)
   simrelay-agent version                         print the version
 
-simrelay-agent COMMAND -h lists a command's flags. Every flag has an environment
-twin: --config is SIMRELAY_AGENT_CONFIG.
+simrelay-agent COMMAND -h (or help COMMAND) lists a command's flags. Every
+flag has an environment twin: --config is SIMRELAY_AGENT_CONFIG.
 docs/agents.md explains the set-up of each: a phone (Termux), a Raspberry Pi
 (modem), WhatsApp and a Mac (iMessage).
 `
@@ -81,6 +82,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-version":
 		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
+		if args[0] == "help" && len(args) > 1 {
+			// help COMMAND [SUB] answers as COMMAND [SUB] -h does. Each
+			// step takes one "help" off the front, so help help ends.
+			return run(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

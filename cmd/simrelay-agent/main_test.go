@@ -19,7 +19,18 @@ func TestCommandHelp(t *testing.T) {
 			t.Errorf("%v: exit %d, output %q; want 0 with the flags and their twins", args, code, errOut.String())
 		}
 	}
+	// help COMMAND answers as COMMAND -h does (it printed the general usage).
+	for _, args := range [][]string{{"help", "pair"}, {"help", "whatsapp", "link"}} {
+		var out, errOut bytes.Buffer
+		if code := run(t.Context(), args, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "  --config  [SIMRELAY_AGENT_CONFIG] (default ") {
+			t.Errorf("%v: exit %d, output %q; want 0 with the command's flags", args, code, out.String()+errOut.String())
+		}
+	}
 	var errOut bytes.Buffer
+	if code := run(t.Context(), []string{"help", "bogus"}, &bytes.Buffer{}, &errOut); code != 2 || !strings.Contains(errOut.String(), `unknown command "bogus"`) {
+		t.Errorf("help bogus: exit %d, stderr %q; want 2 naming the word", code, errOut.String())
+	}
+	errOut.Reset()
 	if code := run(t.Context(), []string{"pair", "--no-such-flag"}, &bytes.Buffer{}, &errOut); code != 2 || !strings.Contains(errOut.String(), "-no-such-flag (-h lists the flags)") {
 		t.Errorf("an unknown flag: exit %d, output %q; want 2 naming it", code, errOut.String())
 	}

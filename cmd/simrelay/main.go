@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 
 	"github.com/simrelay/simrelay/internal/stopsig"
 )
@@ -81,8 +82,9 @@ Usage:
   simrelay bench [flags]            measure a server on loopback (simrelay bench -h)
   simrelay version                  print the version
 
-simrelay admin -h lists the admin commands' flags. Every flag has an
-environment twin: --data-dir is SIMRELAY_DATA_DIR.
+simrelay admin -h lists the admin commands' flags; simrelay help COMMAND
+is COMMAND -h. Every flag has an environment twin: --data-dir is
+SIMRELAY_DATA_DIR.
 `
 
 // run is main without the process: tests call it with their own context and writers.
@@ -103,6 +105,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version", "--version", "-version":
 		return versionCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
+		if args[0] == "help" && len(args) > 1 {
+			// help CMD [SUB] answers as CMD [SUB] -h does. Each
+			// step takes one "help" off the front, so help help ends.
+			return run(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

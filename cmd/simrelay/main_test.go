@@ -545,3 +545,25 @@ func TestAdminOnAHeldStoreFailsFast(t *testing.T) {
 		})
 	}
 }
+
+// simrelay help CMD answers as CMD -h does: the command's own flags, not the
+// general usage; a word naming no command is refused.
+func TestHelpNamesACommand(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCmd(t, "help", "serve")
+	if code != 0 || !strings.Contains(out+errOut, "-listen") {
+		t.Errorf("help serve: exit %d, output %q; want 0 and serve's flags", code, out+errOut)
+	}
+	code, out, errOut = runCmd(t, "help", "admin", "delete-company")
+	if code != 0 || !strings.Contains(out+errOut, "-confirm") {
+		t.Errorf("help admin delete-company: exit %d, output %q; want 0 and its flags", code, out+errOut)
+	}
+	for _, args := range [][]string{{"help", "help"}, {"help", "-h"}, {"-h", "serve"}} {
+		if code, out, _ = runCmd(t, args...); code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%q: exit %d, stdout %q; want 0 and the usage", args, code, out)
+		}
+	}
+	if code, _, errOut = runCmd(t, "help", "bogus"); code != 2 || !strings.Contains(errOut, `unknown command "bogus"`) {
+		t.Errorf("help bogus: exit %d, stderr %q; want 2 naming the word", code, errOut)
+	}
+}
