@@ -38,7 +38,20 @@ type Company struct {
 	// (numplan.Normalize); "", as for every company that never set it,
 	// keeps the international form required.
 	Region string `json:"region,omitempty"`
+	// ClosingAt is when the company's removal was accepted
+	// (MarkCompanyClosing): from then on its subscription takes no write
+	// (a checkout can no longer be opened for it), and the removal's steps
+	// (RemoveCompanyStep) run until its record goes, resumed by whoever
+	// finds the mark (ClosingCompanies) after a stop. Zero for a company
+	// that is not being removed.
+	ClosingAt time.Time `json:"closing_at,omitzero"`
 }
+
+// RemovalVet decides, in the transaction that marks a company closing
+// (MarkCompanyClosing), whether it may be removed, from its record and
+// its subscription (found false: none stored): an error refuses it, and
+// nothing is written. It must not call the store.
+type RemovalVet func(c Company, sub Subscription, found bool) error
 
 // An abandoned sign-up is a company that a sign-up made and nobody ever
 // used (PruneAbandonedSignups, in both stores, removes it with its
