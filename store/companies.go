@@ -117,6 +117,43 @@ func (r *CompanyRemoval) Add(o CompanyRemoval) {
 	r.Done = o.Done
 }
 
+// RemovalBlock is what keeps a company from being removed now (its
+// subscription's state, RemovalBlocked), the same for the operator's
+// command (simrelay admin delete-company) and the owner's closing of the
+// company (DELETE /company).
+type RemovalBlock int
+
+const (
+	// RemovalFree: nothing keeps the company.
+	RemovalFree RemovalBlock = iota
+	// RemovalSubscription: a payment provider's subscription not ended
+	// (SubscriptionLive), which the provider would go on billing.
+	RemovalSubscription
+	// RemovalCheckoutPayable: a provider checkout that can still be paid
+	// (CheckoutPayable), which would make such a subscription.
+	RemovalCheckoutPayable
+	// RemovalCheckoutOpening: a checkout being opened (CheckoutClaimHeld),
+	// which could be paid once opened.
+	RemovalCheckoutOpening
+)
+
+// RemovalBlocked says what in the company's subscription (found false:
+// none stored) keeps it from being removed at now, the first of a live
+// subscription, a payable checkout and a checkout being opened.
+func RemovalBlocked(sub Subscription, found bool, now time.Time) RemovalBlock {
+	switch {
+	case !found:
+		return RemovalFree
+	case SubscriptionLive(sub):
+		return RemovalSubscription
+	case CheckoutPayable(sub.Checkout, now):
+		return RemovalCheckoutPayable
+	case CheckoutClaimHeld(sub.Checkout, now):
+		return RemovalCheckoutOpening
+	}
+	return RemovalFree
+}
+
 // SubscriptionLive says whether sub is a payment provider's subscription
 // that has not ended (any status but canceled): a company that holds one
 // is not removed (simrelay admin delete-company), since the provider
