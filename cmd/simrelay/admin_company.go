@@ -8,13 +8,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/store"
 )
-
-// companyRemovalBatch is about how many records one transaction of a
-// company's removal takes (store.CompanyRemoval): some milliseconds of the
-// embedded store's single writer, or of row locks on PostgreSQL, each.
-const companyRemovalBatch = 1000
 
 // adminDeleteCompany removes a company with every record of it
 // (store.CompanyRemoval): the way to erase a customer. --confirm must
@@ -95,7 +91,7 @@ func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 		return err
 	}
-	total, err := removeCompany(ctx, st, c.ID)
+	total, err := account.RemoveCompany(ctx, st, c.ID)
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("stopped (%w) after removing %d messages and %d other records of company %d: the company is still there, without its credentials; run the same command again to finish", ctx.Err(), total.Messages, total.Records, c.ID)
@@ -113,31 +109,6 @@ type refusal struct{ error }
 func checkoutOpening(companyID uint64) error {
 	return refusal{fmt.Errorf("a Stripe checkout is being opened for company %d (a subscribe under way, for up to %s): what it opens could be paid after the removal; run the command again in a few minutes; nothing was removed",
 		companyID, store.CheckoutClaimTTL)}
-}
-
-// removeCompany runs the removal of a company marked closing
-// (store.Backend.MarkCompanyClosing) to its end, step after step of about
-// companyRemovalBatch records (store.Backend.RemoveCompanyStep), until
-// the step that removes its record or ctx ends; total is what the steps
-// removed. A company already removed (by another run, another node) is
-// done, with nothing removed.
-func removeCompany(ctx context.Context, st backend, companyID uint64) (store.CompanyRemoval, error) {
-	var total store.CompanyRemoval
-	for !total.Done {
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-		r, err := st.RemoveCompanyStep(companyID, companyRemovalBatch)
-		if errors.Is(err, store.ErrNotFound) {
-			total.Done = true
-			return total, nil
-		}
-		if err != nil {
-			return total, err
-		}
-		total.Add(r)
-	}
-	return total, nil
 }
 
 // orNone is s, or "none" when s is empty.
