@@ -156,6 +156,9 @@ type Service struct {
 	loginSecret    []byte
 	loginsLog      logspacing.Spacer // spaces the lines of a failing shared count
 	deviceSecret   []byte
+	// closing wakes RunClosings when CloseCompany marked a company
+	// closing.
+	closing chan struct{}
 	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
 	peers  Peers
 	keyTTL time.Duration
@@ -198,6 +201,7 @@ func New(cfg Config, st Store, mailer Mailer, log *slog.Logger, now func() time.
 		return nil, err
 	}
 	return &Service{cfg: cfg, store: st, mailer: mailer, log: log, now: now, jwtKey: jwtKey, sealer: sl, dummyHash: dummy,
+		closing:        make(chan struct{}, 1),
 		resetMails:     pacing.New(ResetRate(), now),
 		invites:        pacing.New(InviteRate(), now),
 		failedLogins:   loginCount{name: "e-mail address", local: pacing.NewCapped(cfg.LoginRate, now, cfg.MaxLoginAddresses)},

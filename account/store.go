@@ -11,15 +11,18 @@ type Store interface {
 	Company(id uint64) (store.Company, error)
 	CompanyByAPIKeyHash(hash []byte) (store.Company, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)
+	ClosingCompanies() ([]uint64, error)
 	ConsoleSession(hash []byte) (store.ConsoleSession, error)
 	ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*store.User) error) (store.User, error)
 	CreateCompany(c *store.Company, admin *store.User) error
 	DeleteConsoleSession(hash []byte) error
 	DeleteUser(id uint64) error
 	InviteUser(u *store.User, now time.Time) (heldElsewhere bool, err error)
+	MarkCompanyClosing(companyID uint64, now time.Time, vet store.RemovalVet) (store.Company, error)
 	PruneConsoleSessions(idleCutoff, now time.Time) (int, error)
 	PutConsoleSession(hash []byte, sess store.ConsoleSession) error
 	PutOneTimeToken(hash []byte, t store.OneTimeToken) error
+	RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRemoval, error)
 	RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.Time) (store.RefreshToken, error)
 	Secret(name string, size int) ([]byte, error)
 	StartRefreshFamily(hash []byte, t store.RefreshToken, now time.Time) error

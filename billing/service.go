@@ -352,6 +352,20 @@ type SubscribeResult struct {
 // (trialing while the plan has trial days and skip_trial is false, else
 // active), through a provider checkout otherwise.
 func (s *Service) Subscribe(ctx context.Context, in SubscribeInput) (SubscribeResult, error) {
+	res, err := s.subscribe(ctx, in)
+	if errors.Is(err, store.ErrNotFound) {
+		// Removed, or closing (store.Backend.MarkCompanyClosing), since the
+		// request's credential was checked: its subscription takes no write.
+		return SubscribeResult{}, errCompanyGone
+	}
+	return res, err
+}
+
+// errCompanyGone answers a request of a company removed, or being removed,
+// since its credential was checked, as a removed company's ids answer.
+var errCompanyGone = problem.New(problem.NotFound, "No such company: it has been closed.")
+
+func (s *Service) subscribe(ctx context.Context, in SubscribeInput) (SubscribeResult, error) {
 	if in.PlanID == "" {
 		return SubscribeResult{}, problem.Invalid("plan_id", "is required")
 	}

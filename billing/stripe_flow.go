@@ -23,7 +23,7 @@ import (
 // 409.
 const (
 	checkoutHold     = time.Minute
-	checkoutClaimTTL = 2 * time.Minute
+	checkoutClaimTTL = store.CheckoutClaimTTL
 	checkoutWait     = 30 * time.Second
 	checkoutPoll     = 50 * time.Millisecond
 	// checkoutReuseLeft is how long an open checkout must still have to
@@ -110,7 +110,7 @@ func (s *Service) checkout(ctx context.Context, in SubscribeInput, plan Plan) (S
 // claimHeld says whether co holds a live claim: one not older than
 // checkoutClaimTTL, which no other request may take over.
 func claimHeld(co *store.Checkout, now time.Time) bool {
-	return co != nil && co.Claim != "" && now.Sub(co.ClaimedAt) < checkoutClaimTTL
+	return store.CheckoutClaimHeld(co, now)
 }
 
 // awaitClaim waits until the company's checkout claim looks ended or

@@ -18,7 +18,7 @@ func TestErrorBodies(t *testing.T) {
 	}{
 		{"unknown route", call{method: "GET", path: "/v2/nothing"}, 404, "not_found"},
 		{"unknown route with a key", call{method: "GET", path: "/v2/nothing", token: c.apiKey}, 404, "not_found"},
-		{"wrong method", call{method: "DELETE", path: "/company", token: c.apiKey}, 405, "method_not_allowed"},
+		{"wrong method", call{method: "PUT", path: "/company", token: c.apiKey}, 405, "method_not_allowed"},
 		{"body over 1 MiB", call{method: "PATCH", path: "/company", token: c.apiKey, body: big}, 413, "payload_too_large"},
 		{"malformed JSON", call{method: "PATCH", path: "/company", token: c.apiKey, body: `{"name":`}, 400, "invalid_json"},
 		{"array instead of object", call{method: "PATCH", path: "/company", token: c.apiKey, body: `[1,2]`}, 400, "invalid_json"},

@@ -178,6 +178,12 @@ func newEnvOn(t testing.TB, st store.Backend, wcfg webhook.Config, bcfg billing.
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The companies their owners close are removed in the background, as
+	// simrelay serve does.
+	closings, stopClosings := context.WithCancel(context.Background())
+	closed := make(chan struct{})
+	go func() { defer close(closed); accounts.RunClosings(closings, time.Minute) }()
+	t.Cleanup(func() { stopClosings(); <-closed })
 	cfg := httpapi.Config{
 		GeneralRate: pacing.Rate{Limit: 100, Window: time.Minute},
 		AuthRate:    pacing.Rate{Limit: 15, Window: 15 * time.Minute},

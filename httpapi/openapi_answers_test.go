@@ -23,6 +23,7 @@ import (
 	"github.com/simrelay/simrelay/httpapi"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/pacing"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -638,6 +639,22 @@ func TestOpenAPIAnswersConform(t *testing.T) {
 	cf.check("/users/{id}", call{method: "DELETE", path: "/users/" + numberString(a.adminID), token: a.access})
 	cf.check("/account/api-key/rotate", call{method: "POST", path: "/account/api-key/rotate", token: a.access})
 	cf.check("/chat/devices", call{method: "GET", path: "/chat/devices", token: key})
+	// The other company closes last: refused, then accepted.
+	cf.check("/company", call{method: "DELETE", path: "/company", token: member, body: map[string]any{"confirm": "Acme"}})
+	cf.check("/company", call{method: "DELETE", path: "/company", token: key, body: map[string]any{"confirm": "Acme"}})
+	cf.check("/company", call{method: "DELETE", path: "/company", token: b.access, body: map[string]any{"confirm": "Acme"}})
+	live := func(status string) {
+		if _, err := e.store.UpdateSubscription(uint64(b.id), func(sub *store.Subscription) error {
+			sub.ProviderSubID, sub.Status = "sub_cf", status
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live("active")
+	cf.check("/company", call{method: "DELETE", path: "/company", token: b.access, body: map[string]any{"confirm": "Other"}})
+	live("canceled")
+	e.want(cf.check("/company", call{method: "DELETE", path: "/company", token: b.access, body: map[string]any{"confirm": "Other"}}), http.StatusAccepted, "")
 	cf.unheld()
 }
 

@@ -42,6 +42,7 @@ func (s *Server) routes() []route {
 		{http.MethodDelete, "/users/:id", admin, s.deleteUser},
 		{http.MethodGet, "/company", member, s.getCompany},
 		{http.MethodPatch, "/company", admin, s.patchCompany},
+		{http.MethodDelete, "/company", admin, s.closeCompany},
 		{http.MethodGet, "/company/export", admin, s.companyExport},
 
 		// Devices and their links.

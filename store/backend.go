@@ -111,6 +111,8 @@ type Backend interface {
 	RegisterDevice(pairingHash []byte, now time.Time, fingerprint string, build func(p Pairing, old *Device) (Device, error)) (dev Device, replaced bool, sum DeviceSummary, err error)
 	ReleaseDue(now time.Time, limit int) ([]Message, error)
 	RemoveCompanyStep(companyID uint64, limit int) (CompanyRemoval, error)
+	MarkCompanyClosing(companyID uint64, now time.Time, vet RemovalVet) (Company, error)
+	ClosingCompanies() ([]uint64, error)
 	RemoveOptOut(companyID uint64, phone string) error
 	RevokeUserSessions(userID uint64) error
 	RotateRefreshToken(oldHash, newHash []byte, newExpiry, now time.Time) (RefreshToken, error)

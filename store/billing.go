@@ -53,6 +53,18 @@ type Checkout struct {
 	ClaimedAt time.Time `json:"claimed_at,omitzero"`
 }
 
+// CheckoutClaimTTL is how long a claim of a checkout being opened
+// (Checkout.Claim) holds: one older is of a request or node that stopped
+// midway, and is taken over. A company is not removed while its claim
+// holds (CheckoutClaimHeld): the checkout that request opens could be paid.
+const CheckoutClaimTTL = 2 * time.Minute
+
+// CheckoutClaimHeld says whether co holds a live claim at now: one not
+// older than CheckoutClaimTTL, which no other request may take over.
+func CheckoutClaimHeld(co *Checkout, now time.Time) bool {
+	return co != nil && co.Claim != "" && now.Sub(co.ClaimedAt) < CheckoutClaimTTL
+}
+
 // CheckoutPayable says whether co is a provider checkout that can still be
 // paid at at: one opened (a session id), not expiring before at. Billing
 // answers the same checkout again only while it is payable some time from

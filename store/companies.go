@@ -38,7 +38,20 @@ type Company struct {
 	// (numplan.Normalize); "", as for every company that never set it,
 	// keeps the international form required.
 	Region string `json:"region,omitempty"`
+	// ClosingAt is when the company's removal was accepted
+	// (MarkCompanyClosing): from then on its subscription takes no write
+	// (a checkout can no longer be opened for it), and the removal's steps
+	// (RemoveCompanyStep) run until its record goes, resumed by whoever
+	// finds the mark (ClosingCompanies) after a stop. Zero for a company
+	// that is not being removed.
+	ClosingAt time.Time `json:"closing_at,omitzero"`
 }
+
+// RemovalVet decides, in the transaction that marks a company closing
+// (MarkCompanyClosing), whether it may be removed, from its record and
+// its subscription (found false: none stored): an error refuses it, and
+// nothing is written. It must not call the store.
+type RemovalVet func(c Company, sub Subscription, found bool) error
 
 // An abandoned sign-up is a company that a sign-up made and nobody ever
 // used (PruneAbandonedSignups, in both stores, removes it with its
@@ -102,6 +115,43 @@ func (r *CompanyRemoval) Add(o CompanyRemoval) {
 	r.Devices += o.Devices
 	r.Records += o.Records
 	r.Done = o.Done
+}
+
+// RemovalBlock is what keeps a company from being removed now (its
+// subscription's state, RemovalBlocked), the same for the operator's
+// command (simrelay admin delete-company) and the owner's closing of the
+// company (DELETE /company).
+type RemovalBlock int
+
+const (
+	// RemovalFree: nothing keeps the company.
+	RemovalFree RemovalBlock = iota
+	// RemovalSubscription: a payment provider's subscription not ended
+	// (SubscriptionLive), which the provider would go on billing.
+	RemovalSubscription
+	// RemovalCheckoutPayable: a provider checkout that can still be paid
+	// (CheckoutPayable), which would make such a subscription.
+	RemovalCheckoutPayable
+	// RemovalCheckoutOpening: a checkout being opened (CheckoutClaimHeld),
+	// which could be paid once opened.
+	RemovalCheckoutOpening
+)
+
+// RemovalBlocked says what in the company's subscription (found false:
+// none stored) keeps it from being removed at now, the first of a live
+// subscription, a payable checkout and a checkout being opened.
+func RemovalBlocked(sub Subscription, found bool, now time.Time) RemovalBlock {
+	switch {
+	case !found:
+		return RemovalFree
+	case SubscriptionLive(sub):
+		return RemovalSubscription
+	case CheckoutPayable(sub.Checkout, now):
+		return RemovalCheckoutPayable
+	case CheckoutClaimHeld(sub.Checkout, now):
+		return RemovalCheckoutOpening
+	}
+	return RemovalFree
 }
 
 // SubscriptionLive says whether sub is a payment provider's subscription

@@ -153,7 +153,7 @@ func TestBrowserMemberSeesNoAdminActions(t *testing.T) {
 	signInUI(t, ctx, e.url, "mo@acme.test", "Member1pass")
 	for path, hidden := range map[string][]string{
 		"/console/team":     {`#invite`, `form[action$="/remove"]`, `form[action$="/role"]`},
-		"/console/settings": {`#api-key`, `form[action="/console/settings/api-key/rotate"]`},
+		"/console/settings": {`#api-key`, `form[action="/console/settings/api-key/rotate"]`, `form[action="/console/settings/close"]`},
 		"/console/webhooks": {`form[action="/console/webhooks/secret/rotate"]`, `main form button[type=submit]`},
 		"/console/billing":  {`form[action="/console/billing/subscribe"]`},
 		"/console/opt-outs": {`#keywords`},

@@ -121,6 +121,9 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The companies their owners close are removed in the background, as
+	// simrelay serve does.
+	wg.Go(func() { accounts.RunClosings(ctx, time.Minute) })
 	devices := device.New(device.Config{PublicURL: publicURL}, st, clk.Now)
 	hooks, err := webhook.New(webhook.Config{AllowPrivate: true}, st, log, time.Now)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
+	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -13,6 +14,7 @@ func (c *Console) settingsRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"/settings", c.page(member, c.settingsPage))
 	mux.HandleFunc("POST "+Prefix+"/settings/company", c.action(admin, Prefix+"/settings", c.saveCompany))
 	mux.HandleFunc("POST "+Prefix+"/settings/api-key/rotate", c.action(admin, Prefix+"/settings", c.rotateKey))
+	mux.HandleFunc("POST "+Prefix+"/settings/close", c.action(admin, Prefix+"/settings", c.closeCompany))
 }
 
 type settingsData struct {
@@ -69,4 +71,29 @@ func (c *Console) rotateKey(w http.ResponseWriter, r *http.Request, q *req) (out
 		return outcome{}, err
 	}
 	return outcome{Notice: "API key rotated: the old key stopped working."}, nil
+}
+
+// closeCompany closes the company as DELETE /company does
+// (account.Service.CloseCompany): confirm names it exactly. Every
+// credential of the company is gone before the answer, this session
+// included, and the phones linked to its devices are told their device is
+// gone (4503); the browser goes to the sign-in page with the notice.
+func (c *Console) closeCompany(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
+	// Read before the devices go with the company's credentials.
+	devs, err := c.deps.Devices.List(r.Context(), q.p().CompanyID)
+	if err != nil {
+		return outcome{}, err
+	}
+	co, err := c.deps.Accounts.CloseCompany(r.Context(), q.p(), r.PostForm.Get("confirm"))
+	if err != nil {
+		return outcome{}, err
+	}
+	if c.deps.Phones != nil {
+		for _, d := range devs {
+			// Nothing waits for the link's last seen: its device is gone.
+			c.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "company closed")
+		}
+	}
+	c.setCookie(w, sessionCookie, "", -1)
+	return outcome{Redirect: Prefix + "/signin", Notice: co.Name + " is closed: its users, devices and messages are being deleted.", bind: c.anonCSRF(w, r)}, nil
 }

@@ -8,13 +8,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/store"
 )
-
-// companyRemovalBatch is about how many records one transaction of a
-// company's removal takes (store.CompanyRemoval): some milliseconds of the
-// embedded store's single writer, or of row locks on PostgreSQL, each.
-const companyRemovalBatch = 1000
 
 // adminDeleteCompany removes a company with every record of it
 // (store.CompanyRemoval): the way to erase a customer. --confirm must
@@ -22,11 +18,15 @@ const companyRemovalBatch = 1000
 // provider's subscription not canceled yet is refused, since the provider
 // would go on billing it; so is one whose provider checkout can still be
 // paid (store.CheckoutPayable), which would make such a subscription,
-// unless --expired-checkout names it (expired at the provider by hand).
-// The removal runs in steps of a bounded size, each its own transaction,
-// credentials first and the company's record last: a run stopped midway
-// (Ctrl-C, a crash) leaves the company, without its credentials, and the
-// same command run again finishes it.
+// unless --expired-checkout names it (expired at the provider by hand),
+// and so is one whose checkout is being opened (billing's claim,
+// store.CheckoutClaimHeld). These looks and the company's closing mark
+// are one transaction (store.Backend.MarkCompanyClosing), so a checkout
+// claimed after it is refused by the store. The removal runs in steps of
+// a bounded size, each its own transaction, credentials first and the
+// company's record last: a run stopped midway (Ctrl-C, a crash) leaves
+// the company closing, without its credentials, and the same command run
+// again finishes it.
 func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, where := adminFlags("delete-company", stderr)
 	company := fs.Uint64("company", 0, "the company's id (required)")
@@ -58,38 +58,57 @@ func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 	if c.Name != *confirm {
 		return usageError{fmt.Errorf("--confirm %q is not the name of company %d, which is %q: nothing was removed", *confirm, c.ID, c.Name)}
 	}
-	sub, found, err := st.Subscription(c.ID)
-	if err != nil {
+	// The look at the subscription and the closing mark are one
+	// transaction: a checkout claimed after it is refused by the store.
+	if _, err := st.MarkCompanyClosing(c.ID, time.Now(), func(c store.Company, sub store.Subscription, found bool) error {
+		now := time.Now()
+		co := sub.Checkout
+		switch store.RemovalBlocked(sub, found, now) {
+		case store.RemovalSubscription:
+			return refusal{fmt.Errorf("company %d pays through the Stripe subscription %s, which is %s, not canceled: cancel it in Stripe first (docs/billing.md), and run the command once Stripe's event has reached the server; nothing was removed",
+				c.ID, sub.ProviderSubID, orNone(sub.Status))}
+		case store.RemovalCheckoutPayable:
+			switch *expired {
+			case co.SessionID:
+				if store.CheckoutClaimHeld(co, now) {
+					return checkoutOpening(c.ID)
+				}
+			case "":
+				return refusal{fmt.Errorf("company %d has the Stripe Checkout Session %s, which can be paid until %s: paid after the removal, it would make a subscription Stripe bills; expire it in the Stripe dashboard and run the command again once Stripe's checkout.session.expired event has reached the server (or with --expired-checkout %s where the webhook endpoint does not send that event), or run it after that time; nothing was removed",
+					c.ID, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339), co.SessionID)}
+			default:
+				return refusal{fmt.Errorf("--expired-checkout %s is not the company's checkout, %s, which can be paid until %s: nothing was removed",
+					*expired, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339))}
+			}
+		case store.RemovalCheckoutOpening:
+			return checkoutOpening(c.ID)
+		}
+		return nil
+	}); err != nil {
+		var r refusal
+		if errors.As(err, &r) {
+			return r.error
+		}
 		return err
 	}
-	if found && store.SubscriptionLive(sub) {
-		return fmt.Errorf("company %d pays through the Stripe subscription %s, which is %s, not canceled: cancel it in Stripe first (docs/billing.md), and run the command once Stripe's event has reached the server; nothing was removed",
-			c.ID, sub.ProviderSubID, orNone(sub.Status))
-	}
-	if co := sub.Checkout; found && store.CheckoutPayable(co, time.Now()) {
-		switch *expired {
-		case co.SessionID:
-		case "":
-			return fmt.Errorf("company %d has the Stripe Checkout Session %s, which can be paid until %s: paid after the removal, it would make a subscription Stripe bills; expire it in the Stripe dashboard and run the command again once Stripe's checkout.session.expired event has reached the server (or with --expired-checkout %s where the webhook endpoint does not send that event), or run it after that time; nothing was removed",
-				c.ID, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339), co.SessionID)
-		default:
-			return fmt.Errorf("--expired-checkout %s is not the company's checkout, %s, which can be paid until %s: nothing was removed",
-				*expired, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339))
-		}
-	}
-	var total store.CompanyRemoval
-	for !total.Done {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("stopped (%w) after removing %d messages and %d other records of company %d: the company is still there, without its credentials; run the same command again to finish", err, total.Messages, total.Records, c.ID)
-		}
-		r, err := st.RemoveCompanyStep(c.ID, companyRemovalBatch)
-		if err != nil {
-			return fmt.Errorf("%w; run the same command again to finish", err)
-		}
-		total.Add(r)
+	total, err := account.RemoveCompany(ctx, st, c.ID)
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("stopped (%w) after removing %d messages and %d other records of company %d: the company is still there, without its credentials; run the same command again to finish", ctx.Err(), total.Messages, total.Records, c.ID)
+	case err != nil:
+		return fmt.Errorf("%w; run the same command again to finish", err)
 	}
 	return json.NewEncoder(stdout).Encode(map[string]any{"companyId": c.ID, "deleted": true,
 		"messages": total.Messages, "users": total.Users, "devices": total.Devices, "records": total.Records})
+}
+
+// refusal is the reason a company is not removed, as the command says it.
+type refusal struct{ error }
+
+// checkoutOpening refuses a company whose checkout is being opened.
+func checkoutOpening(companyID uint64) error {
+	return refusal{fmt.Errorf("a Stripe checkout is being opened for company %d (a subscribe under way, for up to %s): what it opens could be paid after the removal; run the command again in a few minutes; nothing was removed",
+		companyID, store.CheckoutClaimTTL)}
 }
 
 // orNone is s, or "none" when s is empty.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -146,6 +147,69 @@ func TestAdminDeleteCompanyOpenCheckout(t *testing.T) {
 	b.Close()
 	if code, out, errOut := run("delete-company", "--company", id, "--confirm", name, "--expired-checkout", "cs_test_open"); code != 0 {
 		t.Fatalf("delete-company --expired-checkout: exit %d %q %q, want 0", code, out, errOut)
+	}
+	b = openTestBackend(t, st)
+	conformance.CheckRemoved(t, b, f)
+	b.Close()
+}
+
+// A company whose Stripe checkout is being opened (billing's claim on it,
+// held up to store.CheckoutClaimTTL) is refused, removing nothing: the
+// checkout that request opens could be paid after the removal. A claim
+// that lapsed refuses nothing. A run that began (the company marked
+// closing) refuses a claim taken after it, as for a company that is gone,
+// and the next run finishes the removal.
+func TestAdminDeleteCompanyCheckoutBeingOpened(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	run := func(args ...string) (int, string, string) {
+		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
+	}
+	b := openTestBackend(t, st)
+	f := conformance.FillCompany(t, b)
+	claim := func(at time.Time) error {
+		_, err := b.UpdateSubscription(f.Company.ID, func(sub *store.Subscription) error {
+			sub.Checkout = &store.Checkout{Claim: "claim-of-a-subscribe", ClaimedAt: at}
+			return nil
+		})
+		return err
+	}
+	if err := claim(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	id, name := fmt.Sprint(f.Company.ID), f.Company.Name
+	code, out, errOut := run("delete-company", "--company", id, "--confirm", name)
+	if code != 1 || out != "" || !strings.Contains(errOut, "a Stripe checkout is being opened for company "+id) || !strings.Contains(errOut, "nothing was removed") {
+		t.Fatalf("delete-company while a checkout is being opened: exit %d %q %q, want 1, the checkout being opened, nothing removed", code, out, errOut)
+	}
+	b = openTestBackend(t, st)
+	conformance.CheckKept(t, b, f)
+	if co, err := b.Company(f.Company.ID); err != nil || !co.ClosingAt.IsZero() {
+		t.Fatalf("the company after a refused run: %+v (%v), want it open", co, err)
+	}
+	// The request that claimed stopped midway: its claim lapses.
+	if err := claim(time.Now().Add(-store.CheckoutClaimTTL - time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if !storetest.Postgres() {
+		// Ctrl-C before the first step: the removal began, so a claim
+		// taken now is refused by the store.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var out, errb bytes.Buffer
+		if code := admin(ctx, append([]string{"delete-company", "--company", id, "--confirm", name}, st.args()...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "run the same command again to finish") {
+			t.Fatalf("delete-company stopped: exit %d %q, want 1 and how to finish", code, errb.String())
+		}
+		b = openTestBackend(t, st)
+		if err := claim(time.Now()); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a checkout claim after the removal began: %v, want ErrNotFound", err)
+		}
+		b.Close()
+	}
+	if code, out, errOut := run("delete-company", "--company", id, "--confirm", name); code != 0 {
+		t.Fatalf("delete-company once the claim lapsed: exit %d %q %q, want 0", code, out, errOut)
 	}
 	b = openTestBackend(t, st)
 	conformance.CheckRemoved(t, b, f)

@@ -289,6 +289,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	})
 	wg.Go(func() { sweep(workers, api) })
 	wg.Go(func() { prunes(workers) })
+	// Every node finishes the companies their owners closed (and the admin
+	// command runs left): at start, at once after a closing here, and
+	// every sweep.
+	wg.Go(func() { accounts.RunClosings(workers, sweepEvery) })
 	wg.Go(func() { node.run(workers) })
 	wg.Go(func() { shared.run(workers) })
 	if routes.gw != nil {

@@ -121,12 +121,12 @@ func (s *Store) Subscription(companyID uint64) (sub Subscription, found bool, er
 
 // UpdateSubscription changes the company's subscription in one transaction;
 // fn gets the stored one (or a zero one with CompanyID set). A company that
-// does not exist is ErrNotFound.
+// does not exist, or is closing (MarkCompanyClosing), is ErrNotFound.
 func (s *Store) UpdateSubscription(companyID uint64, fn func(*Subscription) error) (Subscription, error) {
 	var out Subscription
 	err := s.update(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketCompanies).Get(itob(companyID)) == nil {
-			return ErrNotFound
+		if err := companyOpen(tx, companyID); err != nil {
+			return err
 		}
 		return updateSubscriptionTx(tx, companyID, fn, &out)
 	})

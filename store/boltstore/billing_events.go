@@ -20,11 +20,12 @@ import (
 // (same-second events apply in the order they arrive), and must then leave
 // the state alone; fn reports whether it changed the state, and only then
 // does the event become the newest. A
-// company that does not exist is ErrNotFound and records nothing.
+// company that does not exist, or is closing (MarkCompanyClosing), is
+// ErrNotFound and records nothing.
 func (s *Store) ApplyProviderEvent(eventID string, companyID uint64, customer string, created int64, ordered bool, now time.Time, fn func(sub *Subscription, stale bool) bool) (applied bool, err error) {
 	err = s.update(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketCompanies).Get(itob(companyID)) == nil {
-			return ErrNotFound
+		if err := companyOpen(tx, companyID); err != nil {
+			return err
 		}
 		events := tx.Bucket(bucketBillingEvents)
 		if events.Get([]byte(eventID)) != nil {

@@ -2,7 +2,9 @@ package boltstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -386,4 +388,89 @@ func sweepCompany(tx *bolt.Tx, companyID uint64, limit int, r *store.CompanyRemo
 		return nil
 	})
 	return n, err
+}
+
+// MarkCompanyClosing marks the company closing (store.Company.ClosingAt)
+// in one transaction with vet's look at its record and subscription, so
+// that nothing vet refuses (a checkout claim, a live subscription) is
+// taken between the look and the mark: a subscription write after it
+// finds the company closing (companyOpen) and is ErrNotFound. A company
+// already closing is answered as it is, without vet. A company that is not
+// stored is ErrNotFound.
+func (s *Store) MarkCompanyClosing(companyID uint64, now time.Time, vet store.RemovalVet) (Company, error) {
+	var co Company
+	err := s.update(func(tx *bolt.Tx) error {
+		co = Company{}
+		companies := tx.Bucket(bucketCompanies)
+		if err := getJSON(companies, itob(companyID), &co); err != nil {
+			return err
+		}
+		if !co.ClosingAt.IsZero() {
+			return nil
+		}
+		sub := Subscription{CompanyID: companyID}
+		found := true
+		switch err := getJSON(tx.Bucket(bucketSubscriptions), itob(companyID), &sub); {
+		case errors.Is(err, ErrNotFound):
+			found = false
+		case err != nil:
+			return err
+		}
+		if err := vet(co, sub, found); err != nil {
+			return err
+		}
+		co.ClosingAt = now.UTC()
+		return putJSON(companies, itob(companyID), co)
+	})
+	if err != nil {
+		return Company{}, fmt.Errorf("store: mark company %d closing: %w", companyID, err)
+	}
+	return co, nil
+}
+
+// closingMark is how a company record that carries a closing mark
+// (store.Company.ClosingAt) reads in its JSON; one without it carries no
+// such key (omitzero).
+var closingMark = []byte(`"closing_at":`)
+
+// ClosingCompanies lists the companies marked closing
+// (MarkCompanyClosing) whose removal is not finished, oldest first. It
+// reads the companies bucket, a record per company, and decodes only
+// the records that carry the mark.
+func (s *Store) ClosingCompanies() ([]uint64, error) {
+	var ids []uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		ids = nil
+		return tx.Bucket(bucketCompanies).ForEach(func(k, v []byte) error {
+			if !bytes.Contains(v, closingMark) {
+				return nil
+			}
+			var co Company
+			if err := jsonUnmarshal(v, &co); err != nil {
+				return err
+			}
+			if !co.ClosingAt.IsZero() {
+				ids = append(ids, btoi(k))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: closing companies: %w", err)
+	}
+	return ids, nil
+}
+
+// companyOpen refuses, with ErrNotFound, a write under a company that is
+// not stored or is closing (MarkCompanyClosing): its subscription, which
+// the removal's vet looked at, takes no change after the mark.
+func companyOpen(tx *bolt.Tx, companyID uint64) error {
+	var co Company
+	if err := getJSON(tx.Bucket(bucketCompanies), itob(companyID), &co); err != nil {
+		return err
+	}
+	if !co.ClosingAt.IsZero() {
+		return fmt.Errorf("company %d is closing: %w", companyID, ErrNotFound)
+	}
+	return nil
 }

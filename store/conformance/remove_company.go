@@ -213,6 +213,86 @@ func CompanyRemoval(t *testing.T, open Opener[RemovalStore]) {
 	t.Run("Resumed", func(t *testing.T) { t.Parallel(); removalResumed(t, open(t)) })
 	t.Run("LinkedPhoneAfter", func(t *testing.T) { t.Parallel(); removalLinkedPhone(t, open(t)) })
 	t.Run("InBatches", func(t *testing.T) { t.Parallel(); removalInBatches(t, open(t)) })
+	t.Run("Closing", func(t *testing.T) { t.Parallel(); removalClosing(t, open(t)) })
+}
+
+// removalClosing: marking a company closing runs the vet on the record
+// and subscription the same transaction reads, writes nothing when the
+// vet refuses, and otherwise marks the company (ClosingCompanies lists
+// it) so that its subscription takes no write from then on (a checkout
+// claim is refused as for a company that is gone); a second mark keeps
+// the first without a vet, and the last removal step ends the listing.
+func removalClosing(t *testing.T, s RemovalStore) {
+	kept := FillCompany(t, s)
+	gone := FillCompany(t, s)
+	c := gone.Company
+	at := T0.Add(time.Minute)
+	if _, err := s.UpdateSubscription(c.ID, func(sub *store.Subscription) error {
+		sub.Checkout = &store.Checkout{Claim: "claim-1", ClaimedAt: at}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("a checkout is being opened")
+	_, err := s.MarkCompanyClosing(c.ID, at, func(co store.Company, sub store.Subscription, found bool) error {
+		if co.ID != c.ID || !found || sub.Checkout == nil || sub.Checkout.Claim != "claim-1" {
+			t.Errorf("the vet was given %+v, %+v (found %v), want the company and its claim", co, sub, found)
+		}
+		return refused
+	})
+	if !errors.Is(err, refused) {
+		t.Fatalf("a mark the vet refuses: %v, want the vet's error", err)
+	}
+	if co, err := s.Company(c.ID); err != nil || !co.ClosingAt.IsZero() {
+		t.Fatalf("the company after a refused mark: %+v (%v), want it stored, not closing", co, err)
+	}
+	if ids, err := s.ClosingCompanies(); err != nil || len(ids) != 0 {
+		t.Fatalf("closing companies after a refused mark: %v (%v), want none", ids, err)
+	}
+	if _, err := s.UpdateSubscription(c.ID, func(sub *store.Subscription) error {
+		sub.Checkout = nil
+		return nil
+	}); err != nil {
+		t.Fatalf("the claim ended before a mark: %v", err)
+	}
+	co, err := s.MarkCompanyClosing(c.ID, at, func(store.Company, store.Subscription, bool) error { return nil })
+	if err != nil || !co.ClosingAt.Equal(at) {
+		t.Fatalf("mark closing: %+v (%v), want closing at %v", co, err, at)
+	}
+	if got, err := s.Company(c.ID); err != nil || !got.ClosingAt.Equal(at) {
+		t.Fatalf("the company marked closing reads %+v (%v)", got, err)
+	}
+	if ids, err := s.ClosingCompanies(); err != nil || len(ids) != 1 || ids[0] != c.ID {
+		t.Fatalf("closing companies: %v (%v), want [%d]", ids, err, c.ID)
+	}
+	if _, err := s.UpdateSubscription(c.ID, func(sub *store.Subscription) error {
+		sub.Checkout = &store.Checkout{Claim: "claim-2", ClaimedAt: at}
+		return nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a checkout claim under a closing company: %v, want ErrNotFound", err)
+	}
+	if ok, err := s.ApplyProviderEvent(fmt.Sprintf("evt-closing-%d", unique()), c.ID, "", 100, true, at, func(*store.Subscription, bool) bool { return true }); !errors.Is(err, store.ErrNotFound) || ok {
+		t.Fatalf("a provider event for a closing company: %v (applied %v), want ErrNotFound", err, ok)
+	}
+	again, err := s.MarkCompanyClosing(c.ID, at.Add(time.Hour), func(store.Company, store.Subscription, bool) error {
+		t.Error("the vet ran for a company already closing")
+		return nil
+	})
+	if err != nil || !again.ClosingAt.Equal(at) {
+		t.Fatalf("a second mark: %+v (%v), want the first kept", again, err)
+	}
+	if _, err := s.MarkCompanyClosing(absentCompany, at, func(store.Company, store.Subscription, bool) error { return nil }); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("mark an absent company closing: %v, want ErrNotFound", err)
+	}
+	RemoveCompany(t, s, c.ID, 1000)
+	if ids, err := s.ClosingCompanies(); err != nil || len(ids) != 0 {
+		t.Fatalf("closing companies after the removal: %v (%v), want none", ids, err)
+	}
+	CheckRemoved(t, s, gone)
+	CheckKept(t, s, kept)
+	if _, err := s.UpdateSubscription(kept.Company.ID, func(*store.Subscription) error { return nil }); err != nil {
+		t.Fatalf("the subscription of another company: %v", err)
+	}
 }
 
 // removalInBatches: a company of many messages is removed in steps of

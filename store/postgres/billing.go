@@ -44,7 +44,7 @@ func (s *Store) Subscription(companyID uint64) (sub store.Subscription, found bo
 
 // UpdateSubscription changes the company's subscription in one transaction;
 // fn gets the stored one (or a zero one with CompanyID set). A company that
-// does not exist is ErrNotFound.
+// does not exist, or is closing (MarkCompanyClosing), is ErrNotFound.
 func (s *Store) UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error) {
 	var out store.Subscription
 	err := s.write(fmt.Sprintf("update subscription of company %d", companyID), func(t *txn) error {
@@ -66,13 +66,19 @@ func (s *Store) UpdateSubscription(companyID uint64, fn func(*store.Subscription
 
 // lockSubscription takes the company's row lock and reads its subscription
 // (a zero one with CompanyID set before the first change). A company that
-// does not exist is ErrNotFound.
+// does not exist, or is closing (MarkCompanyClosing, which marks it under
+// the same lock), is ErrNotFound.
 func lockSubscription(t *txn, companyID uint64) (store.Subscription, error) {
-	if err := lockCompany(t, companyID); err != nil {
-		return store.Subscription{}, err
+	var closing bool
+	err := t.row("SELECT rec ? 'closing_at' FROM companies WHERE id = $1 FOR UPDATE", id(companyID)).Scan(&closing)
+	if err != nil {
+		return store.Subscription{}, mapErr(err)
+	}
+	if closing {
+		return store.Subscription{}, fmt.Errorf("company %d is closing: %w", companyID, store.ErrNotFound)
 	}
 	sub := store.Subscription{CompanyID: companyID}
-	err := getRec(t, &sub, "SELECT rec FROM subscriptions WHERE company_id = $1", id(companyID))
+	err = getRec(t, &sub, "SELECT rec FROM subscriptions WHERE company_id = $1", id(companyID))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return sub, err
 	}
@@ -107,8 +113,8 @@ func putSubscription(t *txn, companyID uint64, sub *store.Subscription) error {
 // told stale when the subscription already holds a newer event's state
 // (same-second events apply in the order they arrive), and must then leave
 // the state alone; fn reports whether it changed the state, and only then
-// does the event become the newest. A company that does not exist is
-// ErrNotFound and records nothing.
+// does the event become the newest. A company that does not exist, or is
+// closing, is ErrNotFound and records nothing.
 func (s *Store) ApplyProviderEvent(eventID string, companyID uint64, customer string, created int64, ordered bool, now time.Time, fn func(sub *store.Subscription, stale bool) bool) (applied bool, err error) {
 	var foreign bool
 	err = s.write(fmt.Sprintf("apply provider event %q to company %d", eventID, companyID), func(t *txn) error {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -166,4 +167,66 @@ func countRemoved(r *store.CompanyRemoval, table string, n int) {
 	} else {
 		r.Records += int64(n)
 	}
+}
+
+// MarkCompanyClosing marks the company closing (store.Company.ClosingAt)
+// under the company's row lock, in one transaction with vet's look at its
+// record and subscription: a subscription write takes the same lock
+// (lockSubscription) and, after the mark, finds the company closing and is
+// ErrNotFound, so nothing vet refused (a checkout claim, a live
+// subscription) is taken between the look and the mark. A company already
+// closing is answered as it is, without vet. A company that is not stored
+// is ErrNotFound.
+func (s *Store) MarkCompanyClosing(companyID uint64, now time.Time, vet store.RemovalVet) (store.Company, error) {
+	var c store.Company
+	err := s.write(fmt.Sprintf("mark company %d closing", companyID), func(t *txn) error {
+		c = store.Company{}
+		if err := getRec(t, &c, "SELECT rec FROM companies WHERE id = $1 FOR UPDATE", id(companyID)); err != nil {
+			return err
+		}
+		if !c.ClosingAt.IsZero() {
+			return nil
+		}
+		sub := store.Subscription{CompanyID: companyID}
+		found := true
+		switch err := getRec(t, &sub, "SELECT rec FROM subscriptions WHERE company_id = $1", id(companyID)); {
+		case errors.Is(err, store.ErrNotFound):
+			found = false
+		case err != nil:
+			return err
+		}
+		if err := vet(c, sub, found); err != nil {
+			return err
+		}
+		c.ClosingAt = now.UTC()
+		raw, err := rec(c)
+		if err != nil {
+			return err
+		}
+		_, err = t.exec("UPDATE companies SET rec = $2 WHERE id = $1", id(companyID), raw)
+		return err
+	})
+	if err != nil {
+		return store.Company{}, err
+	}
+	return c, nil
+}
+
+// ClosingCompanies lists the companies marked closing
+// (MarkCompanyClosing) whose removal is not finished, oldest first.
+func (s *Store) ClosingCompanies() ([]uint64, error) {
+	var ids []uint64
+	err := s.read("closing companies", func(t *txn) error {
+		ids = nil
+		rows, err := t.query("SELECT id FROM companies WHERE rec ? 'closing_at' ORDER BY id")
+		if err != nil {
+			return err
+		}
+		n, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		for _, v := range n {
+			ids = append(ids, uint64(v))
+		}
+		return err
+	})
+	return ids, err
 }
