@@ -70,7 +70,12 @@ func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string)
 		return store.Company{}, mapStoreErr(err, "company")
 	}
 	s.log.Info("company closing at its admin's request", "company_id", c.ID, "user_id", p.UserID)
-	_, err = s.store.RemoveCompanyStep(c.ID, CloseBatch)
+	r, err := s.store.RemoveCompanyStep(c.ID, CloseBatch)
+	if err == nil && r.Done {
+		// A small company goes in this one step: no sweep logs it.
+		s.log.Info("company removed", "company_id", c.ID, "messages", r.Messages, "users", r.Users,
+			"devices", r.Devices, "records", r.Records)
+	}
 	// The store no longer knows the key (or, when the step failed, will
 	// not once the background work runs it); neither may the caches.
 	s.forgetKey(c.APIKeyHash)
