@@ -22,7 +22,8 @@ const (
 	// newest first: a device that wrote to a hundred thousand numbers
 	// would otherwise answer them all at once (megabytes of JSON, and as
 	// much held in memory to write it). An older conversation is still
-	// read by its number (History).
+	// read by its number (History). The store also ends a list at
+	// store.ConversationsText bytes of last messages.
 	MaxConversations = 1000
 )
 
