@@ -156,7 +156,8 @@ func senderName(s string) bool {
 }
 
 // Conversations lists a device's conversations, the latest first: at most
-// limit of them, 1 to MaxConversations.
+// limit of them, 1 to MaxConversations, and fewer when their last messages
+// reach store.ConversationsText bytes.
 func (s *Service) Conversations(_ context.Context, companyID uint64, device string, limit int) ([]store.Conversation, error) {
 	if err := deviceRequired(device); err != nil {
 		return nil, err
