@@ -224,8 +224,12 @@ func frameProblem(err error) string {
 		want, got := jsonKind(typ.Type.Kind()), typ.Value
 		// A number that does not fit comes as "number <its digits>": never
 		// repeat the digits, which may be most of a 64 KiB frame.
-		if strings.HasPrefix(got, "number ") {
+		if digits, ok := strings.CutPrefix(got, "number "); ok {
 			if want == "number" {
+				if wholeKind(typ.Type.Kind()) && strings.ContainsAny(digits, ".eE") {
+					// 10.0 or 1e1 for an integer field: not out of range.
+					return fmt.Sprintf("%s must be a whole number, written in digits without a fraction or an exponent.", typ.Field)
+				}
 				return fmt.Sprintf("%s is out of range.", typ.Field)
 			}
 			got = "number"
@@ -236,6 +240,16 @@ func frameProblem(err error) string {
 	default:
 		return "the frame must be a JSON object with a string type."
 	}
+}
+
+// wholeKind says whether k is one of Go's integer kinds.
+func wholeKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return false
 }
 
 func jsonKind(k reflect.Kind) string {

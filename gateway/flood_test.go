@@ -379,6 +379,30 @@ func TestHelloWithHugeNumberIsNotEchoed(t *testing.T) {
 	}
 }
 
+// An integer field written with a fraction or an exponent (10.0, 1e1: what
+// a phone that keeps its battery level in a float writes) is refused as the
+// frame's fault, saying what the field must be: it was "battery is out of
+// range", which a battery of 10 is not, and the phone's developer was left
+// to guess.
+func TestWholeNumberWrittenWithFractionIsNamed(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, Config{})
+	for name, value := range map[string]string{"a fraction": "10.0", "an exponent": "1e1"} {
+		t.Run(name, func(t *testing.T) {
+			ws := r.connect(r.pair("pixel-whole-" + strings.ReplaceAll(name, " ", "-")))
+			writeRaw(t, ws, []byte(`{"type":"health","battery":`+value+`}`))
+			data := readSmall(t, ws)
+			e, ok := mustDecode(t, data).(*proto.Error)
+			if !ok || e.Code != "protocol_error" || !strings.Contains(e.Message, "battery must be a whole number") {
+				t.Fatalf("got %s, want a protocol_error saying battery must be a whole number", data)
+			}
+			if code := closeCode(t, ws); code != proto.CloseProtocolError {
+				t.Fatalf("got close %d, want %d", code, proto.CloseProtocolError)
+			}
+		})
+	}
+}
+
 // closeOrEnd reads until the link ends and returns the close code, ok false
 // when it ended without a close frame.
 func closeOrEnd(t *testing.T, ws *websocket.Conn) (websocket.StatusCode, bool) {

@@ -17,8 +17,10 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/media"
+	"github.com/simrelay/simrelay/webhook"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -413,5 +415,59 @@ func TestRefusedUploadAnsweredWhileItsBodyIsOpen(t *testing.T) {
 			t.Errorf("%s: no answer within %s while the body stayed open", c.name, poll.Timeout)
 		}
 		pw.Close()
+	}
+}
+
+// TestUploadOverTheBudgetAnsweredBeforeItsBody: an upload whose
+// Content-Length would take the company past its daily storage budget is
+// refused 429 storage_budget_exceeded as soon as its headers arrive, with
+// the answer a commit would give; the agent's link does not carry the whole
+// file (up to 16 MiB of a phone's mobile data, an hour on a slow link) for a
+// refusal known before its first byte. It was answered once the body had
+// arrived whole. An upload that fits is stored as before.
+func TestUploadOverTheBudgetAnsweredBeforeItsBody(t *testing.T) {
+	t.Parallel()
+	const budget = 64 << 10
+	e := newStoreEnv(t, storetest.Options{CompanyDailyStorage: budget}, webhook.Config{}, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "agent-a")
+	e.want(e.upload(reg.DeviceToken, "fits/0", "", "image/png", pngBytes), http.StatusCreated, "")
+
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, err := http.NewRequest("POST", e.url+"/device/media?key=over/0", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = budget // with what the day holds already, past the budget
+	req.Header.Set("Authorization", "Bearer "+reg.DeviceToken)
+	req.Header.Set("Content-Type", "application/pdf")
+	type answer struct {
+		res *http.Response
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := testhttp.Client.Do(req)
+		got <- answer{res, err}
+	}()
+	if _, err := pw.Write([]byte("%PDF-1.4\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ans := <-got:
+		if ans.err != nil {
+			t.Fatalf("upload: %v", ans.err)
+		}
+		res := ans.res
+		defer res.Body.Close()
+		var body struct{ Error string }
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		if res.StatusCode != http.StatusTooManyRequests || body.Error != "storage_budget_exceeded" || res.Header.Get("Retry-After") == "" || !res.Close {
+			t.Fatalf("got %d %q (Retry-After %q, connection closed after it: %v), want 429 storage_budget_exceeded with Retry-After, closed",
+				res.StatusCode, body.Error, res.Header.Get("Retry-After"), res.Close)
+		}
+	case <-time.After(poll.Timeout):
+		t.Fatalf("no answer within %s while the body stayed open: the refusal waited for the whole file", poll.Timeout)
 	}
 }

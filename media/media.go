@@ -118,6 +118,10 @@ const MaxFilenameBytes = 255
 
 // Store is what the service needs of the store.
 type Store interface {
+	// StorageUsed and DailyStorageBudget tell an upload whose length is
+	// known that it cannot fit before its body is read (Put).
+	StorageUsed(companyID uint64, t time.Time) (int64, error)
+	DailyStorageBudget() int64
 	PutMedia(m store.Media, src io.Reader, now time.Time) (store.Media, bool, error)
 	MediaByKey(companyID, deviceID uint64, key string) (store.Media, error)
 	MediaByID(companyID uint64, id string) (store.Media, error)
@@ -261,6 +265,9 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	if up.Length > s.cfg.MaxBytes {
 		return store.Media{}, false, tooLarge(s.cfg.MaxBytes)
 	}
+	if err := s.fits(dev.CompanyID, up.Length); err != nil {
+		return store.Media{}, false, err
+	}
 	if !s.enter(s.sending, dev.ID, UploadsPerDevice) {
 		return store.Media{}, false, uploadsBusy("device", UploadsPerDevice)
 	}
@@ -343,6 +350,28 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, sms.Refusal(err, s.now())
 	}
 	return stored, dup, nil
+}
+
+// fits refuses, before its body is read, an upload of length bytes (-1:
+// not known, nothing to tell) that would take the company past its daily
+// storage budget, with the refusal its commit would meet: the agent's link
+// need not carry a file of up to MaxBytes (a phone's mobile data, up to an
+// hour on a slow link) to learn what its headers already tell. The commit
+// counts it again, so a day that fills meanwhile still refuses it there.
+func (s *Service) fits(companyID uint64, length int64) error {
+	budget := s.st.DailyStorageBudget()
+	if budget <= 0 || length < 0 {
+		return nil
+	}
+	now := s.now()
+	used, err := s.st.StorageUsed(companyID, now)
+	if err != nil {
+		return err
+	}
+	if cost := length + store.MediaRecordCost; used+cost > budget {
+		return sms.Refusal(&store.BudgetError{CompanyID: companyID, Limit: budget, Used: used, Cost: cost, Reset: store.NextDay(now)}, now)
+	}
+	return nil
 }
 
 // arrival is an upload's body as it is spooled. err is the failure of its

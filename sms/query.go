@@ -22,7 +22,8 @@ const (
 	// newest first: a device that wrote to a hundred thousand numbers
 	// would otherwise answer them all at once (megabytes of JSON, and as
 	// much held in memory to write it). An older conversation is still
-	// read by its number (History).
+	// read by its number (History). The store also ends a list at
+	// store.ConversationsText bytes of last messages.
 	MaxConversations = 1000
 )
 
@@ -155,7 +156,8 @@ func senderName(s string) bool {
 }
 
 // Conversations lists a device's conversations, the latest first: at most
-// limit of them, 1 to MaxConversations.
+// limit of them, 1 to MaxConversations, and fewer when their last messages
+// reach store.ConversationsText bytes.
 func (s *Service) Conversations(_ context.Context, companyID uint64, device string, limit int) ([]store.Conversation, error) {
 	if err := deviceRequired(device); err != nil {
 		return nil, err

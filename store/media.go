@@ -44,6 +44,10 @@ func CopyMediaChunks(w io.Writer, off, n int64, chunk func(i uint32) ([]byte, bo
 // frees the space of an agent that gave up.
 const DefaultMediaOrphanAge = 24 * time.Hour
 
+// MediaRecordCost is what a stored file's record, its key and index entries
+// count against the daily storage budget, on top of the file's bytes.
+const MediaRecordCost = 512
+
 // ErrMediaUnknown refuses an inbound message naming a media id that is not
 // an upload of the same device registration (or another message took it).
 var ErrMediaUnknown = errors.New("store: no such media upload of this device")

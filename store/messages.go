@@ -124,6 +124,17 @@ type Conversation struct {
 	LastID        uint64    `json:"last_id"`
 }
 
+// ConversationsText bounds the text of one list of conversations
+// (Conversations): the list ends with the conversation whose last message
+// brings the texts to this many bytes, whatever its limit. A thousand
+// conversations of ordinary texts hold a few hundred kilobytes, far below
+// it; a thousand that each end with a long inbound text (10,000
+// characters, up to 40 KB) held 40 MB, read whole into memory and written
+// as one answer (80 MB, and over 500 MB of the server's memory, through
+// the MCP tool list_conversations), as many at once as the rate limit lets
+// a company ask. 4 MiB is what a page of history (100 messages) may hold.
+const ConversationsText = 4 << 20
+
 // Idempotent is the first answer to a request with an Idempotency-Key.
 // Route and Digest are its key's (IdempotencyKey); answers kept before keys
 // had them have neither.

@@ -250,8 +250,10 @@ func (s *Store) History(companyID uint64, device, phone string, page, limit int)
 }
 
 // Conversations lists the conversations of the company's live device
-// (fingerprint), the latest message first: that registration's only. A
-// fingerprint that is unknown or another company's is ErrDeviceGone.
+// (fingerprint), the latest message first: that registration's only, up
+// to limit (0: no limit) and to the one whose last message brings their
+// texts to store.ConversationsText. A fingerprint that is unknown or
+// another company's is ErrDeviceGone.
 func (s *Store) Conversations(companyID uint64, device string, limit int) ([]Conversation, error) {
 	var out []Conversation
 	err := s.view(func(tx *bolt.Tx) error {
@@ -261,6 +263,7 @@ func (s *Store) Conversations(companyID uint64, device string, limit int) ([]Con
 		}
 		convs := tx.Bucket(bucketConversations)
 		prefix := devKey(d.CompanyID, d.ID)
+		text := 0
 		reverse(tx.Bucket(bucketConvOrder), prefix, func(k []byte) bool {
 			phone := tx.Bucket(bucketConvOrder).Get(k)
 			var c Conversation
@@ -268,7 +271,8 @@ func (s *Store) Conversations(companyID uint64, device string, limit int) ([]Con
 				return false
 			}
 			out = append(out, c)
-			return limit <= 0 || len(out) < limit
+			text += len(c.LastMessage)
+			return (limit <= 0 || len(out) < limit) && text < store.ConversationsText
 		})
 		return err
 	})

@@ -28,7 +28,7 @@ import (
 
 // mediaRowCost is a media record, its key and index entries, counted on top
 // of the file's bytes against the storage budget.
-const mediaRowCost = 512
+const mediaRowCost = store.MediaRecordCost
 
 var (
 	bucketMedia         = []byte("media")         // media id -> Media

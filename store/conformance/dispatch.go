@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -66,6 +67,7 @@ func Dispatch(t *testing.T, open Opener[DispatchStore]) {
 		{"InboundList", dispatchInboundList},
 		{"History", dispatchHistory},
 		{"Conversations", dispatchConversations},
+		{"ConversationsBoundedByText", dispatchConversationsBoundedByText},
 		{"CompanyMessagesAfter", dispatchCompanyMessagesAfter},
 	} {
 		t.Run(c.name, func(t *testing.T) { t.Parallel(); c.run(t, open(t)) })
@@ -919,6 +921,36 @@ func dispatchHistory(t *testing.T, s DispatchStore) {
 	dispatchSend(t, s, again, phone, "new", nil)
 	if got, total, err := s.History(c.ID, d.Fingerprint, phone, 1, 10); err != nil || total != 1 || !slices.Equal(dispatchTexts(got), []string{"new"}) {
 		t.Fatalf("the new registration: %v total %d (%v), want only new", dispatchTexts(got), total, err)
+	}
+}
+
+// dispatchConversationsBoundedByText: a list of conversations ends with
+// the one that brings its last messages' text to store.ConversationsText,
+// whatever its limit, so that a device whose conversations each end with
+// a long inbound text (10,000 characters of four bytes) answers a few
+// megabytes, not 1,000 times 40 KB; the limit still applies below it.
+func dispatchConversationsBoundedByText(t *testing.T, s DispatchStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
+	text := strings.Repeat("\U0001F600", 10000) // 40,000 bytes
+	fit := (store.ConversationsText + len(text) - 1) / len(text)
+	for i := range fit + 5 {
+		dispatchReceive(t, s, d, fmt.Sprintf("+1555%07d", i), text, fmt.Sprintf("long-%d", i), T0.Add(time.Duration(i)*time.Second))
+	}
+	for _, limit := range []int{0, 1000} {
+		convs, err := s.Conversations(c.ID, d.Fingerprint, limit)
+		if err != nil {
+			t.Fatalf("limit %d: %v", limit, err)
+		}
+		if len(convs) != fit {
+			t.Fatalf("limit %d: %d conversations of %d bytes each, want %d (%d bytes of text)", limit, len(convs), len(text), fit, store.ConversationsText)
+		}
+		if convs[0].Phone != fmt.Sprintf("+1555%07d", fit+4) || convs[0].LastMessage != text {
+			t.Fatalf("limit %d: the first is %s, want the latest, whole", limit, convs[0].Phone)
+		}
+	}
+	if convs, err := s.Conversations(c.ID, d.Fingerprint, 3); err != nil || len(convs) != 3 {
+		t.Fatalf("limit 3: %d conversations (%v), want 3", len(convs), err)
 	}
 }
 

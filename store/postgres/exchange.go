@@ -99,14 +99,17 @@ func (s *Store) History(companyID uint64, device, phone string, page, limit int)
 }
 
 // conversationsOf reads conversations of a device registration with their
-// newest messages, in the order and bounds the clause gives.
-func conversationsOf(t *txn, clause string, args ...any) ([]store.Conversation, error) {
+// newest messages, in the order and bounds the clause gives, and up to the
+// one whose last message brings their texts to textBound bytes (0: no
+// such bound).
+func conversationsOf(t *txn, textBound int, clause string, args ...any) ([]store.Conversation, error) {
 	rows, err := t.query(`SELECT c.phone, c.messages, m.rec FROM conversations c JOIN messages m ON m.id = c.last_id `+clause, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []store.Conversation
+	text := 0
 	for rows.Next() {
 		var c store.Conversation
 		var raw []byte
@@ -119,13 +122,17 @@ func conversationsOf(t *txn, clause string, args ...any) ([]store.Conversation, 
 		}
 		c.LastMessage, c.LastMessageAt, c.Direction, c.LastID = last.Text, last.CreatedAt, last.Direction, last.ID
 		out = append(out, c)
+		if text += len(c.LastMessage); textBound > 0 && text >= textBound {
+			break // the rows left are dropped with rows.Close
+		}
 	}
 	return out, rows.Err()
 }
 
 // Conversations lists the conversations of the company's live device
 // (fingerprint), the latest message first, at most limit (all when limit
-// <= 0): that registration's only. A fingerprint that is unknown or
+// <= 0) and up to the one whose last message brings their texts to
+// store.ConversationsText: that registration's only. A fingerprint that is unknown or
 // another company's is ErrDeviceGone.
 func (s *Store) Conversations(companyID uint64, device string, limit int) ([]store.Conversation, error) {
 	var out []store.Conversation
@@ -138,7 +145,7 @@ func (s *Store) Conversations(companyID uint64, device string, limit int) ([]sto
 		if limit > 0 {
 			bound = limit
 		}
-		out, err = conversationsOf(t, "WHERE c.company_id = $1 AND c.device_id = $2 ORDER BY c.last_id DESC LIMIT $3", id(companyID), id(d.ID), bound)
+		out, err = conversationsOf(t, store.ConversationsText, "WHERE c.company_id = $1 AND c.device_id = $2 ORDER BY c.last_id DESC LIMIT $3", id(companyID), id(d.ID), bound)
 		return err
 	})
 	if err != nil {
@@ -154,7 +161,7 @@ func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, lim
 	var out []store.Conversation
 	err := s.read(fmt.Sprintf("conversations of device %d", deviceID), func(t *txn) error {
 		var err error
-		out, err = conversationsOf(t, "WHERE c.company_id = $1 AND c.device_id = $2 AND c.phone > $3 ORDER BY c.phone LIMIT $4",
+		out, err = conversationsOf(t, 0, "WHERE c.company_id = $1 AND c.device_id = $2 AND c.phone > $3 ORDER BY c.phone LIMIT $4",
 			id(companyID), id(deviceID), after, limit)
 		return err
 	})

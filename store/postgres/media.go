@@ -31,7 +31,7 @@ import (
 
 // mediaRowCost is a media record, its key and index entries, counted on
 // top of the file's bytes against the storage budget (as on bbolt).
-const mediaRowCost = 512
+const mediaRowCost = store.MediaRecordCost
 
 // errUploadChanged is a retry that cannot read its upload again.
 var errUploadChanged = errors.New("the upload cannot be read again for a retry")
