@@ -77,8 +77,9 @@ func (s *Server) closeCompany(c echo.Context) error {
 		return err
 	}
 	for _, d := range devs {
-		// Nothing waits for the link's last seen: its device is gone.
-		s.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "company closed")
+		// Nothing waits for the link's last seen: its device is gone, with
+		// the reason PROTOCOL.md gives a deleted device (4503).
+		s.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")
 	}
 	return c.JSON(http.StatusAccepted, closingJSON{CompanyID: co.ID, Closing: true, ClosingAt: ts(co.ClosingAt)})
 }

@@ -90,8 +90,9 @@ func (c *Console) closeCompany(w http.ResponseWriter, r *http.Request, q *req) (
 	}
 	if c.deps.Phones != nil {
 		for _, d := range devs {
-			// Nothing waits for the link's last seen: its device is gone.
-			c.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "company closed")
+			// Nothing waits for the link's last seen: its device is gone, with
+			// the reason PROTOCOL.md gives a deleted device (4503).
+			c.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")
 		}
 	}
 	c.setCookie(w, sessionCookie, "", -1)
