@@ -31,9 +31,9 @@ func quietCompany(t *testing.T) *Store {
 	return s
 }
 
-// explained runs the statement under EXPLAIN ANALYZE and returns the rows
-// it returned and the rows its scans read and passed over.
-func explained(t *testing.T, s *Store, sql string, args ...any) (rows float64, passed int64) {
+// explainedPlan runs the statement under EXPLAIN ANALYZE and returns its
+// plan.
+func explainedPlan(t *testing.T, s *Store, sql string, args ...any) planNode {
 	t.Helper()
 	var out []byte
 	if err := s.pool.QueryRow(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&out); err != nil {
@@ -43,8 +43,16 @@ func explained(t *testing.T, s *Store, sql string, args ...any) (rows float64, p
 	if err := json.Unmarshal(out, &plans); err != nil || len(plans) != 1 {
 		t.Fatalf("the plan %s: %v", out, err)
 	}
-	plans[0].Plan.walk(func(n planNode) { passed += n.RowsRemovedByFilter })
-	return plans[0].Plan.ActualRows, passed
+	return plans[0].Plan
+}
+
+// explained runs the statement under EXPLAIN ANALYZE and returns the rows
+// it returned and the rows its scans read and passed over.
+func explained(t *testing.T, s *Store, sql string, args ...any) (rows float64, passed int64) {
+	t.Helper()
+	plan := explainedPlan(t, s, sql, args...)
+	plan.walk(func(n planNode) { passed += n.RowsRemovedByFilter })
+	return plan.ActualRows, passed
 }
 
 // The inbound list of a quiet company reads that company's newest inbound
