@@ -41,6 +41,15 @@ func (c *statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQ
 
 func (c *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
+// A COPY is one statement and one round trip, however many rows it sends.
+func (c *statements) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+	c.n.Add(1)
+	c.trips.Add(1)
+	return ctx
+}
+
+func (c *statements) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
+
 // openCounted opens a store on a new database whose statements are counted.
 func openCounted(tb testing.TB, opt Options) (*Store, *statements) {
 	tb.Helper()

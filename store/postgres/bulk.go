@@ -137,9 +137,10 @@ func (s *Store) ImportMessages(msgs []store.Message) error {
 		if err != nil {
 			return err
 		}
-		// The rows go importBatch to a round trip, not one a statement, and
-		// the counts of one counter row as one sum: a history of thousands
-		// took seconds of round trips and of updates to the same few rows.
+		// The rows go in one COPY, not one INSERT each: a row's statement
+		// cost its round trip's share and a run of the conversations'
+		// statement trigger (messages_conversation_insert), which summed one
+		// row a run; and the counts of one counter row go as one sum.
 		type counter struct {
 			company, device, user uint64
 			day                   int32
@@ -152,38 +153,36 @@ func (s *Store) ImportMessages(msgs []store.Message) error {
 		}
 		var sums []sum
 		row := map[counter]int{}
-		for start := 0; start < len(msgs); start += importBatch {
-			b := &pgx.Batch{}
-			for i := start; i < min(start+importBatch, len(msgs)); i++ {
-				m := &msgs[i]
-				m.ID, m.DeviceID = ids[i], devs[devName{m.CompanyID, m.Device}]
-				args, err := sendArgs(*m)
-				if err != nil {
-					return err
-				}
-				b.Queue(insertSendSQL, args...)
-				at, c := m.CreatedAt, store.Counts{Received: 1}
-				if m.Direction != store.Inbound {
-					if at = m.UpdatedAt; at.IsZero() {
-						at = m.CreatedAt
-					}
-					c = store.StatusCounts(*m, store.MsgQueued, m.Status)
-				}
-				if c.IsZero() {
-					continue
-				}
-				k := counter{m.CompanyID, m.DeviceID, store.MessageUser(*m), day(at), m.Channel}
-				j, ok := row[k]
-				if !ok {
-					j = len(sums)
-					row[k] = j
-					sums = append(sums, sum{m: i, at: at})
-				}
-				sums[j].c.Add(c)
-			}
-			if err := t.sendBatch(b); err != nil {
+		rows := make([][]any, len(msgs))
+		for i := range msgs {
+			m := &msgs[i]
+			m.ID, m.DeviceID = ids[i], devs[devName{m.CompanyID, m.Device}]
+			args, err := sendArgs(*m)
+			if err != nil {
 				return err
 			}
+			rows[i] = args
+			at, c := m.CreatedAt, store.Counts{Received: 1}
+			if m.Direction != store.Inbound {
+				if at = m.UpdatedAt; at.IsZero() {
+					at = m.CreatedAt
+				}
+				c = store.StatusCounts(*m, store.MsgQueued, m.Status)
+			}
+			if c.IsZero() {
+				continue
+			}
+			k := counter{m.CompanyID, m.DeviceID, store.MessageUser(*m), day(at), m.Channel}
+			j, ok := row[k]
+			if !ok {
+				j = len(sums)
+				row[k] = j
+				sums = append(sums, sum{m: i, at: at})
+			}
+			sums[j].c.Add(c)
+		}
+		if _, err := t.copyFrom(pgx.Identifier{"messages"}, sendColumnNames, pgx.CopyFromRows(rows)); err != nil {
+			return err
 		}
 		b := &pgx.Batch{}
 		for _, sm := range sums {
@@ -192,6 +191,3 @@ func (s *Store) ImportMessages(msgs []store.Message) error {
 		return t.sendBatch(b)
 	})
 }
-
-// importBatch is how many messages ImportMessages sends in one batch.
-const importBatch = 500

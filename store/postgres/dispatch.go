@@ -77,12 +77,8 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 		b := &pgx.Batch{}
 		b.Queue("SELECT EXISTS (SELECT 1 FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL)",
 			id(companyID), id(deviceID)).QueryRow(func(row pgx.Row) error { return row.Scan(&live) })
-		queueQueue(b, &prio, `WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority > 0 AND m.queue_place IS NOT NULL
-				AND m.channel NOT IN `+agentChannels+` AND (m.expires_at IS NULL OR m.expires_at > $3)
-			ORDER BY m.priority DESC, m.queue_place LIMIT $4`, id(companyID), id(deviceID), now, limit)
-		queueQueue(b, &plain, `WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority = 0 AND m.queue_place > $3
-				AND m.channel NOT IN `+agentChannels+`
-			ORDER BY m.queue_place LIMIT $4`, id(companyID), id(deviceID), id(after), limit)
+		queueQueue(b, &prio, priorityQueueSQL, id(companyID), id(deviceID), now, limit)
+		queueQueue(b, &plain, plainQueueSQL, id(companyID), id(deviceID), id(after), limit)
 		if err := t.sendBatch(b); err != nil || !live {
 			return err
 		}
@@ -136,10 +132,31 @@ type queuedJob struct {
 
 // queueSQL reads the queued jobs of messages m that a clause (WHERE ...
 // ORDER BY ... LIMIT) after it picks, each with its place and its
-// opt-out, in one statement (queueQueue).
-const queueSQL = `SELECT m.queue_place, m.rec, m.channel IN ('', 'sms') AND EXISTS (
-			SELECT 1 FROM opt_outs o WHERE o.company_id = m.company_id AND o.phone = m.phone)
-		FROM messages m `
+// opt-out, in one statement (queueQueue), in the queue's order. The jobs
+// are picked first and their numbers looked up on the opt-out list after,
+// a probe of its index each: with the check beside the pick, the planner
+// weighed it for every job the device has queued, not the page's, and for
+// a long queue read the whole list of every company into a hash instead
+// (TestPendingReadsOneCompanysOptOuts; docs/performance.md, "A link's read
+// of a long queue on PostgreSQL").
+func queueSQL(clause string) string {
+	return `SELECT q.queue_place, q.rec, q.channel IN ('', 'sms') AND EXISTS (
+			SELECT 1 FROM opt_outs o WHERE o.company_id = q.company_id AND o.phone = q.phone)
+		FROM (SELECT m.queue_place, m.rec, m.channel, m.company_id, m.phone, m.priority FROM messages m ` + clause + `) q
+		ORDER BY q.priority DESC, q.queue_place`
+}
+
+// priorityQueueSQL and plainQueueSQL read a device's queues (company $1,
+// device $2), at most $4 jobs each: the priority one from its head, those
+// not expired at $3, and the plain one after the place $3.
+var (
+	priorityQueueSQL = queueSQL(`WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority > 0 AND m.queue_place IS NOT NULL
+				AND m.channel NOT IN ` + agentChannels + ` AND (m.expires_at IS NULL OR m.expires_at > $3)
+			ORDER BY m.priority DESC, m.queue_place LIMIT $4`)
+	plainQueueSQL = queueSQL(`WHERE m.company_id = $1 AND m.device_id = $2 AND m.priority = 0 AND m.queue_place > $3
+				AND m.channel NOT IN ` + agentChannels + `
+			ORDER BY m.queue_place LIMIT $4`)
+)
 
 // scanQueue reads queueSQL's rows, and closes them.
 func scanQueue(rows pgx.Rows) ([]queuedJob, error) {
@@ -185,9 +202,9 @@ func lockMessages(t *txn, ids []uint64) (map[uint64]store.Message, error) {
 	return out, err
 }
 
-// queueQueue queues queueSQL with clause in b, its jobs into out.
-func queueQueue(b *pgx.Batch, out *[]queuedJob, clause string, args ...any) {
-	b.Queue(queueSQL+clause, args...).Query(func(rows pgx.Rows) error {
+// queueQueue queues a statement of queueSQL in b, its jobs into out.
+func queueQueue(b *pgx.Batch, out *[]queuedJob, sql string, args ...any) {
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 		js, err := scanQueue(rows)
 		*out = js
 		return err

@@ -21,32 +21,52 @@ import (
 func (s *Store) InboundList(q store.InboundQuery) ([]store.Message, error) {
 	var out []store.Message
 	err := s.read("inbound list", func(t *txn) error {
-		where, args := "company_id = $1", []any{id(q.CompanyID)}
+		more, args := "", []any{id(q.CompanyID)}
 		if q.Device != "" {
 			d, err := liveDevice(t, q.CompanyID, q.Device, false)
 			if err != nil {
 				return err
 			}
 			args = append(args, id(d.ID))
-			where += fmt.Sprintf(" AND device_id = $%d", len(args))
+			more += fmt.Sprintf(" AND device_id = $%d", len(args))
 		}
 		if q.SIMSlot != "" {
 			args = append(args, q.SIMSlot)
-			where += fmt.Sprintf(" AND rec->>'sim_slot' = $%d", len(args))
+			more += fmt.Sprintf(" AND rec->>'sim_slot' = $%d", len(args))
 		}
 		if q.Limit < 1 {
 			return nil // LIMIT refuses a negative count
 		}
 		args = append(args, q.Limit)
 		var err error
-		out, err = getRecs[store.Message](t, `SELECT rec FROM messages WHERE `+where+`
-			AND direction = 'inbound' AND channel NOT IN `+agentChannels+fmt.Sprintf(` ORDER BY id DESC LIMIT $%d`, len(args)), args...)
+		out, err = getRecs[store.Message](t, inboundListSQL(more, len(args)), args...)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// inboundListSQL is InboundList's statement: the newest inbound SMS of a
+// company (company_id = $1) that the further conditions pick (more, "" or
+// " AND ..."), at most $limit. The company is asked for as a range of one
+// value and the rows in (company_id, id) order, an order only the indexes
+// that lead with the company (messages_inbound and its kin, one a filter)
+// give: asked for company_id = $1 and id order, the planner could take the
+// table's primary key newest first instead and pass over every other
+// company's rows until it met the page, since it counts on a company's
+// rows being spread over the table evenly; for a company whose messages
+// are older than the others' (one that stopped sending a while ago) it
+// read every message stored since (TestInboundListReadsOneCompany;
+// docs/performance.md, "The inbound list and the export of a quiet
+// company on PostgreSQL"). An equality on company_id makes that order id order alone
+// (the planner drops a column fixed to one value from it); the range does
+// not.
+func inboundListSQL(more string, limit int) string {
+	return `SELECT rec FROM messages WHERE company_id >= $1 AND company_id <= $1` + more + `
+			AND direction = 'inbound' AND channel NOT IN ` + agentChannels + fmt.Sprintf(`
+		ORDER BY company_id DESC, id DESC LIMIT $%d`, limit)
 }
 
 // pageOffset is how many entries come before page (from 1) of limit each,
@@ -183,14 +203,23 @@ func (s *Store) LastMessageID() (uint64, error) {
 	return uint64(last), err
 }
 
+// companyMessagesAfterSQL is CompanyMessagesAfter's statement: the company
+// as a range of one value and the rows in (company_id, id) order, as in
+// inboundListSQL, so that the page is read from messages_company. Asked for
+// company_id = $1 in id order, the planner could take the primary key from
+// the id after instead, which for the export's last page of a company whose
+// messages are older than the others' read every message stored since
+// (TestCompanyExportReadsOneCompany).
+const companyMessagesAfterSQL = `SELECT rec FROM messages WHERE company_id >= $1 AND company_id <= $1 AND id > $2
+	ORDER BY company_id, id LIMIT $3`
+
 // CompanyMessagesAfter returns up to limit messages of the company with ids
 // above after, oldest first. next is the id to continue after, and done
 // says the company has no more messages.
 func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []store.Message, next uint64, done bool, err error) {
 	err = s.read(fmt.Sprintf("messages of company %d", companyID), func(t *txn) error {
 		var err error
-		msgs, err = getRecs[store.Message](t, "SELECT rec FROM messages WHERE company_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-			id(companyID), id(after), limit)
+		msgs, err = getRecs[store.Message](t, companyMessagesAfterSQL, id(companyID), id(after), limit)
 		return err
 	})
 	if err != nil {

@@ -11,16 +11,24 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// back0020 undoes migration 0021 on a database of the latest schema: the
-// conversations' row-level insert trigger of 0006 again, as on a database
-// of 0020. Tests of the migrations before it step back through it.
-var back0020 = []string{
+// back0021 undoes migration 0022 on a database of the latest schema: its
+// indexes go, as on a database of 0021.
+var back0021 = []string{
+	"DROP INDEX device_failures_company, mail_outbox_company, pairings_company, sim_caps_company, webhook_events_company, one_time_tokens_user",
+	"DELETE FROM schema_version WHERE version = 22",
+}
+
+// back0020 undoes migrations 0022 and 0021 on a database of the latest
+// schema: the conversations' row-level insert trigger of 0006 again, as on
+// a database of 0020. Tests of the migrations before it step back through
+// it.
+var back0020 = append(slices.Clone(back0021),
 	"DROP TRIGGER messages_conversation_insert ON messages",
 	"DROP FUNCTION messages_conversations_added()",
 	`CREATE TRIGGER messages_conversation_insert AFTER INSERT ON messages FOR EACH ROW
 		WHEN (NEW.channel NOT IN ('whatsapp', 'imessage')) EXECUTE FUNCTION messages_conversation()`,
 	"DELETE FROM schema_version WHERE version = 21",
-}
+)
 
 // Migration 0021 (the conversations summed once per INSERT) on a database
 // of 0020 with conversations: the rows stay as they were, and every way a

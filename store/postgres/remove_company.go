@@ -39,15 +39,18 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 			}
 			return err
 		}
-		if err := removeCompanyCredentials(t, companyID, &r); err != nil {
-			return err
-		}
 		rows, err := t.query(companyTables)
 		if err != nil {
 			return err
 		}
 		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
+			return err
+		}
+		if _, err := t.exec(removalPlans); err != nil {
+			return err
+		}
+		if err := removeCompanyCredentials(t, companyID, &r); err != nil {
 			return err
 		}
 		left := limit
@@ -87,6 +90,20 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 	}
 	return r, nil
 }
+
+// removalPlans makes the statements after it in a company's removal step
+// read each table through an index (every table with a company_id column
+// has one that leads with it, migrations/0022_company_indexes.sql), never
+// by a scan of the whole table. A step deletes a batch from each table in
+// turn, and from the second step on the tables before the one it reaches
+// are empty of the company; but the planner's statistics, taken before the
+// removal, still count the company's rows, so it expected a scan to meet
+// a batch of them within its first pages and chose one, which then read
+// every other company's rows to the end of the table, in every step
+// (TestRemovalStepsReadNoOtherCompany; docs/performance.md, "Removing a
+// company on PostgreSQL"). It holds to the step's end (set_config's
+// is_local).
+const removalPlans = "SELECT set_config('enable_seqscan', 'off', true)"
 
 // companyStored refuses, with store.ErrNotFound, a write under a company
 // that is not stored (one removed, RemoveCompanyStep): for the records

@@ -179,12 +179,10 @@ func sendColumns(m store.Message) (queuePlace, dueAt, expiresAt any) {
 	return queuePlace, dueAt, expiresAt
 }
 
-// insertSendSQL writes a new message (its ID taken from the table's
-// sequence) with its key columns; sendArgs are its arguments. It is
-// queued in batches (ImportMessages).
-const insertSendSQL = `INSERT INTO messages (id, company_id, device_id, uuid, direction, channel, phone, status, client_id,
-			priority, queue_place, due_at, expires_at, created_at, updated_at, rec)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+// sendColumnNames are the columns of a new message's row, in the order
+// of sendArgs, its values (ImportMessages copies them).
+var sendColumnNames = []string{"id", "company_id", "device_id", "uuid", "direction", "channel", "phone", "status", "client_id",
+	"priority", "queue_place", "due_at", "expires_at", "created_at", "updated_at", "rec"}
 
 func sendArgs(m store.Message) ([]any, error) {
 	raw, err := rec(m)

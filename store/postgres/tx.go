@@ -329,7 +329,11 @@ func id(v uint64) int64 { return int64(v) }
 // wrote each row once more and halved the rate) nor ever deleted when a
 // writer renewed them.
 func deleteSome(t *txn, table, where string, limit int, args ...any) (int, error) {
-	tag, err := t.exec("DELETE FROM "+table+" WHERE ctid = ANY (ARRAY (SELECT ctid FROM "+table+" WHERE "+where+
-		" LIMIT $1))", append([]any{limit}, args...)...)
+	tag, err := t.exec(deleteSomeSQL(table, where), append([]any{limit}, args...)...)
 	return int(tag.RowsAffected()), err
+}
+
+// deleteSomeSQL is deleteSome's statement: $1 is the limit.
+func deleteSomeSQL(table, where string) string {
+	return "DELETE FROM " + table + " WHERE ctid = ANY (ARRAY (SELECT ctid FROM " + table + " WHERE " + where + " LIMIT $1))"
 }
