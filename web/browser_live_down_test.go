@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -9,10 +10,11 @@ import (
 // TestBrowserLiveViewSaysTheServerIsGone: a live view whose server went
 // away (the network down, the server stopped) says so, not just stops:
 // the browser's EventSource retries by itself, and the page showed the
-// statuses as they stood, as if live, without a word.
+// statuses as they stood, as if live, without a word. The page says so
+// after its LiveLost, 6 s by default, here 1 s.
 func TestBrowserLiveViewSaysTheServerIsGone(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, func(o *envOptions) { o.timers.LiveLost = time.Second })
 	e.acmeWithPhone()
 	ctx := chrome(t)
 	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")

@@ -51,7 +51,7 @@ func TestBrowserSignUpVerifyAndSignIn(t *testing.T) {
 
 func TestBrowserPairSendAndReceiveLive(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, func(o *envOptions) { o.timers.PairingPoll = 250 * time.Millisecond }) // the panel sees the phone sooner than its 1.5 s
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	ctx := chrome(t)
 	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")

@@ -47,6 +47,37 @@ type Config struct {
 	// Email is the e-mail to SMS listener the settings page tells admins
 	// of; a zero Domain means it is off and the page says nothing of it.
 	Email EmailToSMS
+	// Timers are the console script's own waits, which every page tells it;
+	// the server has no flag for them (the tests shorten them).
+	Timers PageTimers
+}
+
+const (
+	// DefaultPairingPoll is how often an open pairing panel asks whether a
+	// phone registered with its code (GET /console/devices/state).
+	DefaultPairingPoll = 1500 * time.Millisecond
+	// DefaultLiveLost is how long a live view's stream stays broken (the
+	// network down, the server stopped) before the page says the server
+	// could not be reached: twice the stream's own retry (DefaultStreamRetry),
+	// within which a stream the server ended is open again.
+	DefaultLiveLost = 6 * time.Second
+)
+
+// PageTimers are the console script's timers, which the pages pass it in
+// the body's data-pairing-poll and data-live-lost (milliseconds); zero
+// fields take the defaults.
+type PageTimers struct {
+	PairingPoll time.Duration // DefaultPairingPoll
+	LiveLost    time.Duration // DefaultLiveLost
+}
+
+func (p *PageTimers) defaults() {
+	if p.PairingPoll <= 0 {
+		p.PairingPoll = DefaultPairingPoll
+	}
+	if p.LiveLost <= 0 {
+		p.LiveLost = DefaultLiveLost
+	}
 }
 
 // EmailToSMS is how a mail client reaches the e-mail to SMS listener
@@ -138,6 +169,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Timers.defaults()
 	if deps.Broker == nil {
 		deps.Broker = NewBroker(cfg.Streams, deps.Now) // one clock for the pages and their live events
 	}
@@ -290,6 +322,8 @@ type view struct {
 	Flash   Flash
 	Data    any
 	Company string
+	// Timers are Config.Timers, for the body's data attributes.
+	Timers PageTimers
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
@@ -300,6 +334,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 		return
 	}
 	v.Page = page
+	v.Timers = c.cfg.Timers
 	if v.Flash == (Flash{}) {
 		// v.CSRF is the viewer's token: the session's, or before sign-in
 		// the pre-sign-in one.

@@ -88,6 +88,8 @@ type envOptions struct {
 	plans []billing.Plan
 	// signupClosed closes public sign-up (serve --signup closed).
 	signupClosed bool
+	// timers are the console script's timers (web.Config.Timers).
+	timers web.PageTimers
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -165,7 +167,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	if o.https {
 		consoleURL = "https://" + srv.Listener.Addr().String()
 	}
-	consoleCfg := web.Config{PublicURL: consoleURL, Email: o.email}
+	consoleCfg := web.Config{PublicURL: consoleURL, Email: o.email, Timers: o.timers}
 	consoleDeps := web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,
 		Webhooks: hooks, Media: files, Billing: bill, Phones: phones, Analytics: st, Period: bill, Broker: broker, Logger: log, Now: clk.Now, Secrets: st}
 	console, err := web.New(consoleCfg, consoleDeps)

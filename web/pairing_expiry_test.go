@@ -90,7 +90,10 @@ func TestPairingStateSaysWhenTheCodeExpired(t *testing.T) {
 func TestBrowserPairingPanelStopsWhenTheCodeExpires(t *testing.T) {
 	t.Parallel()
 	var polls atomic.Int32
+	// The panel asks every 250 ms here (1.5 s by default).
+	const every = 250 * time.Millisecond
 	e := newEnv(t, func(o *envOptions) {
+		o.timers.PairingPoll = every
 		o.wrap = func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path == "/console/devices/state" {
@@ -110,10 +113,10 @@ func TestBrowserPairingPanelStopsWhenTheCodeExpires(t *testing.T) {
 	e.clock.Advance(device.DefaultPairingTTL)
 	waitText(t, ctx, "#banner", "This pairing code expired")
 	waitFor(t, ctx, "the panel offering a new code", `document.getElementById("pairing").dataset.expired === "true" && !document.querySelector("svg.qr") && !!document.querySelector('#pairing form[action="/console/pairing"] button')`)
-	// It polls every 1.5 s while the code works: two periods without one
+	// It polls every period while the code works: four periods without one
 	// show it stopped.
 	n := polls.Load()
-	time.Sleep(3500 * time.Millisecond)
+	time.Sleep(4 * every)
 	if got := polls.Load(); got != n {
 		t.Errorf("the panel polled %d more times after its code expired", got-n)
 	}

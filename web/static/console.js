@@ -5,6 +5,11 @@
   "use strict";
   var body = document.body;
   var csrf = body.getAttribute("data-csrf") || "";
+  // ms reads one of the server's timers from the body (web.PageTimers), in
+  // milliseconds; a page without it takes the default.
+  var ms = function (name, def) { var v = parseInt(body.getAttribute(name), 10); return v > 0 ? v : def; };
+  var pairingPoll = ms("data-pairing-poll", 1500); // how often a pairing panel asks
+  var liveLost = ms("data-live-lost", 6000); // a broken stream's wait before it says so
   var banner = document.getElementById("banner");
 
   function say(kind, text, linkText, linkHref) {
@@ -301,12 +306,12 @@
             return;
           }
           if (b.pairing === "expired") { expiredPairing(); return; }
-          setTimeout(poll, 1500);
+          setTimeout(poll, pairingPoll);
         })
         .catch(function () { say("err", "The server could not be reached; still waiting for the phone."); setTimeout(poll, 3000); });
     };
     // A page opened with a code that no longer works says so already.
-    if (pairing.getAttribute("data-expired") !== "true") { setTimeout(poll, 1500); }
+    if (pairing.getAttribute("data-expired") !== "true") { setTimeout(poll, pairingPoll); }
   }
 
   // Messages: the thread and the conversations follow the live stream.
@@ -626,7 +631,7 @@
             if (es.readyState === EventSource.CONNECTING) {
               say("err live", "The server could not be reached; live updates resume when it is back.");
             }
-          }, 6000);
+          }, liveLost);
         }
       });
     };
