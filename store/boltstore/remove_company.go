@@ -15,8 +15,10 @@ import (
 // of the company (store.CompanyRemoval): the first step its credentials
 // whole (the API key, the users with their address, sessions, refresh
 // and one-time tokens, the devices with their tokens, the pairing codes,
-// its mail), then, step by step, its messages with every index of them,
-// its webhook deliveries with their events, its media, then the records
+// its mail), then, step by step, its webhook deliveries with their events
+// and its media (what leaves the server without a credential: gone before
+// the many steps of a large company's messages), its messages with every
+// index of them, then the records
 // of every bucket keyed by company id, and its own record last, in the
 // step that finds nothing else left. The buckets not keyed by company id
 // are reached through the company's own indexes (company_users,
@@ -43,8 +45,11 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 			}
 		}
 		left := limit
+		// What leaves the server without a credential of the company (its
+		// pending webhook deliveries, its media files behind signed links)
+		// goes first, before messages that may take many steps.
 		for _, phase := range []func(*bolt.Tx, uint64, int, *store.CompanyRemoval) (int, error){
-			removeMessages(bucketConvMessages), removeMessages(bucketAgentMessages), removeDeliveries, removeCompanyMedia, sweepCompany,
+			removeDeliveries, removeCompanyMedia, removeMessages(bucketConvMessages), removeMessages(bucketAgentMessages), sweepCompany,
 		} {
 			n, err := phase(tx, companyID, left, &r)
 			if err != nil {

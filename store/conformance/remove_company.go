@@ -214,6 +214,62 @@ func CompanyRemoval(t *testing.T, open Opener[RemovalStore]) {
 	t.Run("LinkedPhoneAfter", func(t *testing.T) { t.Parallel(); removalLinkedPhone(t, open(t)) })
 	t.Run("InBatches", func(t *testing.T) { t.Parallel(); removalInBatches(t, open(t)) })
 	t.Run("Closing", func(t *testing.T) { t.Parallel(); removalClosing(t, open(t)) })
+	t.Run("OutwardFirst", func(t *testing.T) { t.Parallel(); removalOutwardFirst(t, open(t)) })
+}
+
+// removalOutwardFirst: what leaves the server without a credential of the
+// company, its pending webhook deliveries (sent by the server's workers)
+// and its media files (served by signed links), goes with the removal's
+// first step, before messages that take many steps: a closed company's
+// endpoint gets no delivery and its links serve no file while the rest is
+// removed.
+func removalOutwardFirst(t *testing.T, s RemovalStore) {
+	const many, limit = 400, 100
+	kept := FillCompany(t, s)
+	f := FillCompany(t, s)
+	c := f.Company
+	d := Device(t, s, c.ID, fmt.Sprintf("fp-outward-%d", unique())) // no SIM caps
+	for i := 0; i < many; i += 200 {
+		bulk := make([]store.Message, 200)
+		for j := range bulk {
+			bulk[j] = store.Message{UUID: fmt.Sprintf("outward-%d", unique()), CompanyID: c.ID, Device: d.Fingerprint, Channel: "sms",
+				Phone: fmt.Sprintf("+1555%07d", j), Text: "one of many", SIMSlot: "SIM1", Segments: 1}
+		}
+		if _, _, err := s.EnqueueBulk(bulk, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due, _, err := s.DueWebhookDeliveries(T0.Add(time.Hour), 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deliveries []uint64
+	for _, dd := range due {
+		if job, err := s.WebhookJob(dd.ID); err == nil && job.Delivery.CompanyID == c.ID {
+			deliveries = append(deliveries, dd.ID)
+		}
+	}
+	if len(deliveries) == 0 {
+		t.Fatal("the company has no pending webhook delivery to remove")
+	}
+	if _, err := s.MarkCompanyClosing(c.ID, T0, func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.RemoveCompanyStep(c.ID, limit)
+	if err != nil || r.Done {
+		t.Fatalf("the first step: %+v (%v), want one of several", r, err)
+	}
+	for _, id := range deliveries {
+		if job, err := s.WebhookJob(id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("webhook delivery %d after the first step: %+v (%v), want ErrNotFound", id, job.Delivery, err)
+		}
+	}
+	if md, err := s.MediaByID(0, f.Media.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the media file after the first step: %+v (%v), want ErrNotFound", md, err)
+	}
+	RemoveCompany(t, s, c.ID, limit)
+	CheckRemoved(t, s, f)
+	CheckKept(t, s, kept)
 }
 
 // removalClosing: marking a company closing runs the vet on the record
@@ -499,7 +555,8 @@ func removalResumed(t *testing.T, s RemovalStore) {
 func removalLinkedPhone(t *testing.T, s RemovalStore) {
 	for _, midway := range []bool{true, false} {
 		f := FillCompany(t, s)
-		c, d := f.Company, f.Devices[0]
+		c := f.Company
+		d := Device(t, s, c.ID, fmt.Sprintf("fp-outward-%d", unique())) // no SIM caps
 		if midway {
 			if r, err := s.RemoveCompanyStep(c.ID, 1); err != nil || r.Done {
 				t.Fatalf("a first step: %+v (%v)", r, err)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,7 +21,8 @@ import (
 // registrations too) with their SIM counters and links, its pairing
 // codes. Then it deletes up to the rest of limit rows from the tables with
 // a company_id column (companyTables, read from the catalogue, so a table
-// added later is emptied without a change here), a table at a time in the
+// added later is emptied without a change here), a table at a time, the
+// pending webhook deliveries and media first (outwardFirst), then in the
 // catalogue's order, which deletes a webhook delivery before its event;
 // the rows of pools and media without one (member turns, sticky entries,
 // chunks) go by their foreign keys' ON DELETE CASCADE. The step that finds
@@ -50,6 +52,7 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 		if err != nil {
 			return err
 		}
+		outwardFirst(tables)
 		left := limit
 		for _, table := range tables {
 			n, err := deleteSome(t, pgx.Identifier{table}.Sanitize(), "company_id = $2", left, id(companyID))
@@ -158,6 +161,25 @@ func removeCompanyCredentials(t *txn, companyID uint64, r *store.CompanyRemoval)
 	b.Queue("DELETE FROM devices WHERE company_id = $1", c).Exec(add(&r.Records))
 	b.Queue("DELETE FROM pairings WHERE company_id = $1", c).Exec(add(&r.Records))
 	return t.sendBatch(b)
+}
+
+// outwardFirst puts first, in place, the tables of what leaves the server
+// without a credential of the company: its pending webhook deliveries
+// (the workers send them) and its media files (signed links serve them),
+// so they go with the removal's first step rather than after the many
+// steps of a large company's messages. The rest keep the catalogue's
+// order, which deletes a delivery before its event.
+func outwardFirst(tables []string) {
+	rank := func(t string) int {
+		switch t {
+		case "webhook_deliveries":
+			return 0
+		case "media":
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(tables, func(a, b string) int { return rank(a) - rank(b) })
 }
 
 // countRemoved adds n rows removed from table to r.
