@@ -25,7 +25,11 @@ import (
 // pending webhook deliveries and media first (outwardFirst), then in the
 // catalogue's order, which deletes a webhook delivery before its event;
 // the rows of pools and media without one (member turns, sticky entries,
-// chunks) go by their foreign keys' ON DELETE CASCADE. The step that finds
+// chunks) go by their foreign keys' ON DELETE CASCADE. Steps of the same
+// company run one at a time (the company's row locked FOR NO KEY UPDATE,
+// which no writer's KEY SHARE waits for), so two nodes that finish it at
+// once each delete at most limit rows a step, and only one of them the
+// company's row (Done); the other's next step is ErrNotFound. The step that finds
 // no row left locks the company's row, deletes what a writer that was
 // already under way stored meanwhile, and deletes the row. A company that
 // is not stored is ErrNotFound.
@@ -42,6 +46,18 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 			return err
 		}
 		if err := removeCompanyCredentials(t, companyID, &r); err != nil {
+			return err
+		}
+		// One step of the company at a time: two nodes that finish it at
+		// once take turns, each step's DELETEs reading what the other's
+		// left. Side by side, a DELETE that waited for rows the other step
+		// deleted found none, and the step took the company for empty.
+		// After the devices' locks and the credentials' (doc.go: lock
+		// order); a company removed meanwhile is ErrNotFound.
+		if err := t.row("SELECT 1 FROM companies WHERE id = $1 FOR NO KEY UPDATE", id(companyID)).Scan(&one); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return store.ErrNotFound
+			}
 			return err
 		}
 		rows, err := t.query(companyTables)
@@ -79,8 +95,10 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 			}
 			countRemoved(&r, table, int(tag.RowsAffected()))
 		}
-		if _, err := t.exec("DELETE FROM companies WHERE id = $1", id(companyID)); err != nil {
+		if tag, err := t.exec("DELETE FROM companies WHERE id = $1", id(companyID)); err != nil {
 			return err
+		} else if tag.RowsAffected() != 1 {
+			return store.ErrNotFound // removed by another step: Done is the other's
 		}
 		r.Done = true
 		return nil
