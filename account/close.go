@@ -98,10 +98,12 @@ type Remover interface {
 // RemoveCompany runs the removal of a company marked closing
 // (store.Backend.MarkCompanyClosing) to its end, step after step of about
 // CloseBatch records (store.Backend.RemoveCompanyStep), until the step
-// that removes its record or ctx ends; total is what the steps removed.
-// A company already removed (by another run, another node) is done, with
-// nothing removed. The operator's command (simrelay admin delete-company)
-// and the server's finishing of closed companies (RunClosings) both run it.
+// that removes its record or ctx ends; total is what the steps removed,
+// Done when one of them removed the record. A company removed by another
+// run (another node, an admin command) before or between these steps is
+// gone all the same: nil, with Done false, as that run ends it. The
+// operator's command (simrelay admin delete-company) and the server's
+// finishing of closed companies (RunClosings) both run it.
 func RemoveCompany(ctx context.Context, st Remover, companyID uint64) (total store.CompanyRemoval, err error) {
 	for !total.Done {
 		if err := ctx.Err(); err != nil {
@@ -109,7 +111,6 @@ func RemoveCompany(ctx context.Context, st Remover, companyID uint64) (total sto
 		}
 		r, err := st.RemoveCompanyStep(companyID, CloseBatch)
 		if errors.Is(err, store.ErrNotFound) {
-			total.Done = true
 			return total, nil
 		}
 		if err != nil {
@@ -155,6 +156,12 @@ func (s *Service) finishClosings(ctx context.Context) {
 		}
 		if err != nil {
 			s.log.Error("finish a company's removal; tried again at the next sweep", "company_id", id, "err", err)
+			continue
+		}
+		if !total.Done {
+			// Another run (a node, the admin command) removed the record
+			// and logs it.
+			s.log.Debug("company's removal finished by another run", "company_id", id)
 			continue
 		}
 		s.log.Info("company removed", "company_id", id, "messages", total.Messages, "users", total.Users,
