@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -20,6 +21,12 @@ const CloseBatch = 1000
 // from an integration must not be able to erase the company.
 var ErrCloseNeedsUser = problem.New(problem.UserTokenRequired, "Closing the company needs a signed-in admin's access token, not the API key.")
 
+// Unlinker closes the link of a device's phone, on whichever node of a
+// cluster it is (gateway.Hub's Disconnect).
+type Unlinker interface {
+	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
+}
+
 // CloseCompany closes the caller's company at its admin's request: confirm
 // must be the company's name exactly as stored. A company that a payment
 // provider's subscription still bills, whose checkout can still be paid or
@@ -29,12 +36,15 @@ var ErrCloseNeedsUser = problem.New(problem.UserTokenRequired, "Closing the comp
 // (store.Backend.MarkCompanyClosing); then the removal's first step takes
 // every credential of the company (its API key, users with their sessions,
 // refresh and one-time tokens, devices with their tokens, pairing codes)
-// before CloseCompany returns, the API key out of every node's cache too.
-// The rest is for the server's background work (OnCompanyClosing), which
+// before CloseCompany returns, the API key out of every node's cache too,
+// and the phones linked to its devices (read just before that step) are
+// told through phones (nil: none) that their device is gone, with the
+// close code PROTOCOL.md gives a deleted device (4503); nothing waits for
+// their last seen, which goes with the device. The rest is for the server's background work (OnCompanyClosing), which
 // finishes every company marked closing, after a restart too. A step that
 // fails leaves the company closing: the background work takes it from
 // there, and the error is returned.
-func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string) (store.Company, error) {
+func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string, phones Unlinker) (store.Company, error) {
 	if p.ViaAPIKey {
 		return store.Company{}, ErrCloseNeedsUser
 	}
@@ -70,6 +80,11 @@ func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string)
 		return store.Company{}, mapStoreErr(err, "company")
 	}
 	s.log.Info("company closing at its admin's request", "company_id", c.ID, "user_id", p.UserID)
+	// Read before the devices go with the company's credentials.
+	devs, listErr := s.store.CompanyDevices(c.ID)
+	if listErr != nil {
+		s.log.Warn("list a closing company's devices: their phones keep their links until they reconnect", "company_id", c.ID, "err", listErr)
+	}
 	r, err := s.store.RemoveCompanyStep(c.ID, CloseBatch)
 	if err == nil && r.Done {
 		// A small company goes in this one step: no sweep logs it.
@@ -80,6 +95,11 @@ func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string)
 	// not once the background work runs it); neither may the caches.
 	s.forgetKey(c.APIKeyHash)
 	s.forgetKeyElsewhere(ctx, c.APIKeyHash)
+	if phones != nil {
+		for _, d := range devs {
+			phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")
+		}
+	}
 	select {
 	case s.closing <- struct{}{}:
 	default: // RunClosings is woken already
