@@ -330,6 +330,20 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	if ok, err := s.ApplyProviderEvent(fmt.Sprintf("evt-closing-%d", unique()), c.ID, "", 100, true, at, func(*store.Subscription, bool) bool { return true }); !errors.Is(err, store.ErrNotFound) || ok {
 		t.Fatalf("a provider event for a closing company: %v (applied %v), want ErrNotFound", err, ok)
 	}
+	// A rotation of the API key (or any change of the record) that checked
+	// its credential before the removal's first step took the key would
+	// store a new key that works until the next step: a closing company
+	// takes none.
+	newKey := []byte(fmt.Sprintf("key-after-closing-%d", unique()))
+	if _, err := s.UpdateCompany(c.ID, func(co *store.Company) error {
+		co.APIKeyHash, co.Name = newKey, "Renamed"
+		return nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a change of a closing company's record: %v, want ErrNotFound", err)
+	}
+	if _, err := s.CompanyByAPIKeyHash(newKey); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a key rotated under a closing company: %v, want ErrNotFound", err)
+	}
 	again, err := s.MarkCompanyClosing(c.ID, at.Add(time.Hour), func(store.Company, store.Subscription, bool) error {
 		t.Error("the vet ran for a company already closing")
 		return nil
