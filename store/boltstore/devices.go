@@ -18,7 +18,7 @@ import (
 // are kept until a day after they expire.
 func (s *Store) PutPairing(hash []byte, p Pairing, now time.Time) error {
 	if err := s.update(func(tx *bolt.Tx) error {
-		if err := companyStored(tx, p.CompanyID); err != nil {
+		if err := companyOpen(tx, p.CompanyID); err != nil {
 			return err
 		}
 		if err := s.charge(tx, p.CompanyID, now, store.PairingCost); err != nil {

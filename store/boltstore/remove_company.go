@@ -74,18 +74,6 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 	return r, nil
 }
 
-// companyStored refuses, with ErrNotFound, a write under a company that is
-// not stored (one removed, RemoveCompanyStep): a record of a kind that
-// nothing else ties to a live device, user or number (an opt-out, a
-// company mail, a pairing code, a pool, a webhook set) is not written
-// under a company that is gone.
-func companyStored(tx *bolt.Tx, companyID uint64) error {
-	if tx.Bucket(bucketCompanies).Get(itob(companyID)) == nil {
-		return fmt.Errorf("company %d: %w", companyID, ErrNotFound)
-	}
-	return nil
-}
-
 // userStored refuses, with ErrNotFound, a sign-in record (a refresh
 // family, a console session, an e-mailed link) of a user who is not
 // stored: a sign-in that checked the password of a user whose company was
@@ -467,11 +455,24 @@ func (s *Store) ClosingCompanies() ([]uint64, error) {
 }
 
 // companyOpen refuses, with ErrNotFound, a write under a company that is
-// not stored or is closing (MarkCompanyClosing): its subscription, which
-// the removal's vet looked at, takes no change after the mark.
+// not stored (one removed, RemoveCompanyStep) or is closing
+// (MarkCompanyClosing): its subscription, which the removal's vet looked
+// at, takes no change after the mark, and a record of a kind that nothing
+// else ties to a live device, user or number (an opt-out, a company mail,
+// a pairing code, a pool, a webhook set) is not written under a company
+// that is gone or going, by a request that checked its credential before
+// the removal's first step took it. Only a record that carries the mark
+// is decoded.
 func companyOpen(tx *bolt.Tx, companyID uint64) error {
+	v := tx.Bucket(bucketCompanies).Get(itob(companyID))
+	if v == nil {
+		return fmt.Errorf("company %d: %w", companyID, ErrNotFound)
+	}
+	if !bytes.Contains(v, closingMark) {
+		return nil
+	}
 	var co Company
-	if err := getJSON(tx.Bucket(bucketCompanies), itob(companyID), &co); err != nil {
+	if err := jsonUnmarshal(v, &co); err != nil {
 		return err
 	}
 	if !co.ClosingAt.IsZero() {

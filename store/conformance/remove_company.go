@@ -344,6 +344,26 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	if _, err := s.CompanyByAPIKeyHash(newKey); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a key rotated under a closing company: %v, want ErrNotFound", err)
 	}
+	// Nor does the company take a new pairing code (a device registered
+	// with it would work until the next step), opt-out, webhook set or
+	// mail: a request that checked its credential before the first step
+	// writes nothing under the company after it.
+	if err := s.PutPairing([]byte(fmt.Sprintf("pairing-closing-%d", unique())), store.Pairing{CompanyID: c.ID, ViaAPIKey: true, ExpiresAt: at.Add(time.Hour)}, at); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a pairing code under a closing company: %v, want ErrNotFound", err)
+	}
+	if _, _, err := s.AddOptOut(c.ID, "+15550007778", at); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an opt-out under a closing company: %v, want ErrNotFound", err)
+	}
+	if _, err := s.UpdateWebhookSet(c.ID, at, func(w *store.WebhookSet) error {
+		w.Entries = append(w.Entries, store.WebhookEntry{URL: "https://hooks.example.com/closing", Active: true})
+		return nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a webhook set under a closing company: %v, want ErrNotFound", err)
+	}
+	closingMail := store.Mail{CompanyID: c.ID, To: "x@example.com", Subject: "alert", Text: "t", State: "pending", CreatedAt: at}
+	if err := s.AppendCompanyMail(&closingMail, store.MailLimits{MaxPending: 10, MaxBytes: 1 << 20}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a mail of a closing company: %v, want ErrNotFound", err)
+	}
 	again, err := s.MarkCompanyClosing(c.ID, at.Add(time.Hour), func(store.Company, store.Subscription, bool) error {
 		t.Error("the vet ran for a company already closing")
 		return nil

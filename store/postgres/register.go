@@ -19,7 +19,7 @@ func (s *Store) PutPairing(hash []byte, p store.Pairing, now time.Time) error {
 		return err
 	}
 	return s.write("put pairing", func(t *txn) error {
-		if err := companyStored(t, p.CompanyID); err != nil {
+		if err := companyOpen(t, p.CompanyID); err != nil {
 			return err
 		}
 		if err := s.charge(t, p.CompanyID, now, store.PairingCost); err != nil {

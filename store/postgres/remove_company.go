@@ -109,23 +109,31 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 	return r, nil
 }
 
-// companyStored refuses, with store.ErrNotFound, a write under a company
-// that is not stored (one removed, RemoveCompanyStep): for the records
-// whose table has no foreign key to companies and that nothing else ties
-// to a live device, user or number (an opt-out, a company mail), and for
-// those an API request writes whose foreign key would otherwise fail as a
-// database error (a webhook set, a pairing code: 404, not 500). It takes
-// the company's row KEY SHARE, as a foreign key's check would, so the
-// removal's last step, which locks the row FOR UPDATE, waits for the
-// write and then deletes what it stored, or comes first and the write
-// finds no row.
-func companyStored(t *txn, companyID uint64) error {
-	var one int
-	err := t.row("SELECT 1 FROM companies WHERE id = $1 FOR KEY SHARE", id(companyID)).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
+// companyOpen refuses, with store.ErrNotFound, a write under a company
+// that is not stored (one removed, RemoveCompanyStep) or is closing
+// (MarkCompanyClosing): for the records whose table has no foreign key to
+// companies and that nothing else ties to a live device, user or number
+// (an opt-out, a company mail), for those an API request writes whose
+// foreign key would otherwise fail as a database error (a webhook set, a
+// pairing code: 404, not 500), and for all of them under a company going,
+// by a request that checked its credential before the removal's first
+// step took it. It takes the company's row KEY SHARE, as a foreign key's
+// check would, so the removal's last step, which locks the row FOR
+// UPDATE, waits for the write and then deletes what it stored, or comes
+// first and the write finds no row; the mark, written under FOR UPDATE
+// too, is seen by a write that waited for it.
+func companyOpen(t *txn, companyID uint64) error {
+	var closing bool
+	err := t.row("SELECT rec ? 'closing_at' FROM companies WHERE id = $1 FOR KEY SHARE", id(companyID)).Scan(&closing)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("company %d: %w", companyID, store.ErrNotFound)
+	case err != nil:
+		return err
+	case closing:
+		return fmt.Errorf("company %d is closing: %w", companyID, store.ErrNotFound)
 	}
-	return err
+	return nil
 }
 
 // userStored refuses, with store.ErrNotFound, a sign-in record (a refresh
