@@ -62,6 +62,11 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		if !now.Before(p.ExpiresAt) {
 			return ErrTokenExpired
 		}
+		// A closing company registers no device: the phones its closing
+		// unlinks are those of the devices it read after the mark.
+		if err := companyOpen(tx, p.CompanyID); err != nil {
+			return err
+		}
 		devices := tx.Bucket(bucketDevices)
 		tokens := tx.Bucket(bucketDeviceTokens)
 		var old *Device

@@ -311,6 +311,10 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	}); err != nil {
 		t.Fatalf("the claim ended before a mark: %v", err)
 	}
+	early := []byte(fmt.Sprintf("pairing-before-closing-%d", unique()))
+	if err := s.PutPairing(early, store.Pairing{CompanyID: c.ID, ExpiresAt: at.Add(time.Hour)}, at); err != nil {
+		t.Fatal(err)
+	}
 	co, err := s.MarkCompanyClosing(c.ID, at, func(store.Company, store.Subscription, bool) error { return nil })
 	if err != nil || !co.ClosingAt.Equal(at) {
 		t.Fatalf("mark closing: %+v (%v), want closing at %v", co, err, at)
@@ -350,6 +354,14 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	// writes nothing under the company after it.
 	if err := s.PutPairing([]byte(fmt.Sprintf("pairing-closing-%d", unique())), store.Pairing{CompanyID: c.ID, ViaAPIKey: true, ExpiresAt: at.Add(time.Hour)}, at); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a pairing code under a closing company: %v, want ErrNotFound", err)
+	}
+	// A pairing code made before the mark registers no device after it:
+	// the phones linked at the closing are those of the devices read
+	// after the mark (account.CloseCompany), and no other is made.
+	if d, _, _, err := s.RegisterDevice(early, at, fmt.Sprintf("fp-closing-%d", unique()), func(store.Pairing, *store.Device) (store.Device, error) {
+		return store.Device{Name: "late", Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-closing-%d", unique())), CreatedAt: at}, nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a device registered under a closing company: %+v (%v), want ErrNotFound", d, err)
 	}
 	if _, _, err := s.AddOptOut(c.ID, "+15550007778", at); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("an opt-out under a closing company: %v, want ErrNotFound", err)

@@ -70,6 +70,13 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 				return err
 			}
 		}
+		// A closing company registers no device: the phones its closing
+		// unlinks are those of the devices it read after the mark. The
+		// company's row KEY SHARE, after the device's, as the foreign
+		// key's check takes it.
+		if err := companyOpen(t, p.CompanyID); err != nil {
+			return err
+		}
 		d, err := build(p, old)
 		if err != nil {
 			return err
