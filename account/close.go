@@ -37,11 +37,13 @@ type Unlinker interface {
 // every credential of the company (its API key, users with their sessions,
 // refresh and one-time tokens, devices with their tokens, pairing codes)
 // before CloseCompany returns, the API key out of every node's cache too,
-// and the phones linked to its devices (read just before that step) are
-// told through phones (nil: none) that their device is gone, with the
-// close code PROTOCOL.md gives a deleted device (4503); nothing waits for
-// their last seen, which goes with the device. The rest is for the server's background work (OnCompanyClosing), which
-// finishes every company marked closing, after a restart too. A step that
+// and the phones linked to its devices (read after the mark, which no
+// registration passes, and just before that step) are told through phones
+// (nil: none) that their device is gone, with the close code PROTOCOL.md
+// gives a deleted device (4503); nothing waits for their last seen, which
+// goes with the device. The rest is for the server's background work
+// (RunClosings), which finishes every company marked closing, after a
+// restart too. A step that
 // fails leaves the company closing: the background work takes it from
 // there, and the error is returned.
 func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string, phones Unlinker) (store.Company, error) {
