@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -20,6 +21,12 @@ const CloseBatch = 1000
 // from an integration must not be able to erase the company.
 var ErrCloseNeedsUser = problem.New(problem.UserTokenRequired, "Closing the company needs a signed-in admin's access token, not the API key.")
 
+// Unlinker closes the link of a device's phone, on whichever node of a
+// cluster it is (gateway.Hub's Disconnect).
+type Unlinker interface {
+	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
+}
+
 // CloseCompany closes the caller's company at its admin's request: confirm
 // must be the company's name exactly as stored. A company that a payment
 // provider's subscription still bills, whose checkout can still be paid or
@@ -29,12 +36,17 @@ var ErrCloseNeedsUser = problem.New(problem.UserTokenRequired, "Closing the comp
 // (store.Backend.MarkCompanyClosing); then the removal's first step takes
 // every credential of the company (its API key, users with their sessions,
 // refresh and one-time tokens, devices with their tokens, pairing codes)
-// before CloseCompany returns, the API key out of every node's cache too.
-// The rest is for the server's background work (OnCompanyClosing), which
-// finishes every company marked closing, after a restart too. A step that
+// before CloseCompany returns, the API key out of every node's cache too,
+// and the phones linked to its devices (read after the mark, which no
+// registration passes, and just before that step) are told through phones
+// (nil: none) that their device is gone, with the close code PROTOCOL.md
+// gives a deleted device (4503); nothing waits for their last seen, which
+// goes with the device. The rest is for the server's background work
+// (RunClosings), which finishes every company marked closing, after a
+// restart too. A step that
 // fails leaves the company closing: the background work takes it from
 // there, and the error is returned.
-func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string) (store.Company, error) {
+func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string, phones Unlinker) (store.Company, error) {
 	if p.ViaAPIKey {
 		return store.Company{}, ErrCloseNeedsUser
 	}
@@ -70,6 +82,11 @@ func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string)
 		return store.Company{}, mapStoreErr(err, "company")
 	}
 	s.log.Info("company closing at its admin's request", "company_id", c.ID, "user_id", p.UserID)
+	// Read before the devices go with the company's credentials.
+	devs, listErr := s.store.CompanyDevices(c.ID)
+	if listErr != nil {
+		s.log.Warn("list a closing company's devices: their phones keep their links until they reconnect", "company_id", c.ID, "err", listErr)
+	}
 	r, err := s.store.RemoveCompanyStep(c.ID, CloseBatch)
 	if err == nil && r.Done {
 		// A small company goes in this one step: no sweep logs it.
@@ -80,6 +97,11 @@ func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string)
 	// not once the background work runs it); neither may the caches.
 	s.forgetKey(c.APIKeyHash)
 	s.forgetKeyElsewhere(ctx, c.APIKeyHash)
+	if phones != nil {
+		for _, d := range devs {
+			phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")
+		}
+	}
 	select {
 	case s.closing <- struct{}{}:
 	default: // RunClosings is woken already
@@ -98,10 +120,12 @@ type Remover interface {
 // RemoveCompany runs the removal of a company marked closing
 // (store.Backend.MarkCompanyClosing) to its end, step after step of about
 // CloseBatch records (store.Backend.RemoveCompanyStep), until the step
-// that removes its record or ctx ends; total is what the steps removed.
-// A company already removed (by another run, another node) is done, with
-// nothing removed. The operator's command (simrelay admin delete-company)
-// and the server's finishing of closed companies (RunClosings) both run it.
+// that removes its record or ctx ends; total is what the steps removed,
+// Done when one of them removed the record. A company removed by another
+// run (another node, an admin command) before or between these steps is
+// gone all the same: nil, with Done false, as that run ends it. The
+// operator's command (simrelay admin delete-company) and the server's
+// finishing of closed companies (RunClosings) both run it.
 func RemoveCompany(ctx context.Context, st Remover, companyID uint64) (total store.CompanyRemoval, err error) {
 	for !total.Done {
 		if err := ctx.Err(); err != nil {
@@ -109,7 +133,6 @@ func RemoveCompany(ctx context.Context, st Remover, companyID uint64) (total sto
 		}
 		r, err := st.RemoveCompanyStep(companyID, CloseBatch)
 		if errors.Is(err, store.ErrNotFound) {
-			total.Done = true
 			return total, nil
 		}
 		if err != nil {
@@ -155,6 +178,12 @@ func (s *Service) finishClosings(ctx context.Context) {
 		}
 		if err != nil {
 			s.log.Error("finish a company's removal; tried again at the next sweep", "company_id", id, "err", err)
+			continue
+		}
+		if !total.Done {
+			// Another run (a node, the admin command) removed the record
+			// and logs it.
+			s.log.Debug("company's removal finished by another run", "company_id", id)
 			continue
 		}
 		s.log.Info("company removed", "company_id", id, "messages", total.Messages, "users", total.Users,

@@ -11,6 +11,7 @@ type Store interface {
 	Company(id uint64) (store.Company, error)
 	CompanyByAPIKeyHash(hash []byte) (store.Company, error)
 	CompanyUsers(companyID uint64) ([]store.User, error)
+	CompanyDevices(companyID uint64) ([]store.Device, error)
 	ClosingCompanies() ([]uint64, error)
 	ConsoleSession(hash []byte) (store.ConsoleSession, error)
 	ConsumeOneTimeToken(hash []byte, kinds []string, now time.Time, revokeSessions bool, fn func(*store.User) error) (store.User, error)

@@ -9,8 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/simrelay/simrelay/account"
-	androidproto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/store"
 )
 
 func (s *Server) getCompany(c echo.Context) error {
@@ -52,10 +50,9 @@ func (s *Server) patchCompany(c echo.Context) error {
 }
 
 // closeCompany closes the caller's company (account.Service.CloseCompany):
-// 202 once the company is marked closing and every credential of it is
-// gone; the server removes the rest in the background. The phones linked
-// to its devices are told their device is gone (4503), on whichever node
-// they are linked.
+// 202 once the company is marked closing, every credential of it is gone
+// and the phones linked to its devices, on whichever node, are told their
+// device is gone (4503); the server removes the rest in the background.
 func (s *Server) closeCompany(c echo.Context) error {
 	var in struct {
 		Confirm string `json:"confirm"`
@@ -63,23 +60,9 @@ func (s *Server) closeCompany(c echo.Context) error {
 	if err := bind(c, &in); err != nil {
 		return err
 	}
-	ctx, p := c.Request().Context(), principal(c)
-	// Read before the devices go with the company's credentials.
-	var devs []store.Device
-	if !p.ViaAPIKey {
-		var err error
-		if devs, err = s.deps.Devices.List(ctx, p.CompanyID); err != nil {
-			return err
-		}
-	}
-	co, err := s.deps.Accounts.CloseCompany(ctx, p, in.Confirm)
+	co, err := s.deps.Accounts.CloseCompany(c.Request().Context(), principal(c), in.Confirm, s.deps.Phones)
 	if err != nil {
 		return err
-	}
-	for _, d := range devs {
-		// Nothing waits for the link's last seen: its device is gone, with
-		// the reason PROTOCOL.md gives a deleted device (4503).
-		s.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")
 	}
 	return c.JSON(http.StatusAccepted, closingJSON{CompanyID: co.ID, Closing: true, ClosingAt: ts(co.ClosingAt)})
 }

@@ -93,7 +93,8 @@ func SignupOwnerUnverified(u User) bool {
 // store's single writer for long: the first step takes what lets anyone
 // act for the company (its API key, users with their sessions, refresh
 // and one-time tokens, devices with their tokens, pairing codes), the
-// next ones its messages, deliveries, media and the rest, and the company's
+// next ones its pending webhook deliveries and media (what leaves the
+// server without a credential), its messages and the rest, and the company's
 // own record goes last, so a removal stopped midway leaves the company,
 // without its credentials, for the next run to finish. The ids stay taken
 // (neither store gives an id twice). What is not the company's stays: the

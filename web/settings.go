@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/simrelay/simrelay/account"
-	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -79,21 +78,9 @@ func (c *Console) rotateKey(w http.ResponseWriter, r *http.Request, q *req) (out
 // included, and the phones linked to its devices are told their device is
 // gone (4503); the browser goes to the sign-in page with the notice.
 func (c *Console) closeCompany(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
-	// Read before the devices go with the company's credentials.
-	devs, err := c.deps.Devices.List(r.Context(), q.p().CompanyID)
+	co, err := c.deps.Accounts.CloseCompany(r.Context(), q.p(), r.PostForm.Get("confirm"), c.deps.Phones)
 	if err != nil {
 		return outcome{}, err
-	}
-	co, err := c.deps.Accounts.CloseCompany(r.Context(), q.p(), r.PostForm.Get("confirm"))
-	if err != nil {
-		return outcome{}, err
-	}
-	if c.deps.Phones != nil {
-		for _, d := range devs {
-			// Nothing waits for the link's last seen: its device is gone, with
-			// the reason PROTOCOL.md gives a deleted device (4503).
-			c.deps.Phones.Disconnect(d.Fingerprint, d.ID, androidproto.CloseDeviceGone, "device deleted")
-		}
 	}
 	c.setCookie(w, sessionCookie, "", -1)
 	return outcome{Redirect: Prefix + "/signin", Notice: co.Name + " is closed: its users, devices and messages are being deleted.", bind: c.anonCSRF(w, r)}, nil

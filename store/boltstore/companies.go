@@ -65,13 +65,19 @@ func (s *Store) CompanyByAPIKeyHash(hash []byte) (Company, error) {
 // the write transaction: it must only change the record. A changed API key hash
 // moves the key index with it, so the old key stops working in the same commit.
 // An e-mail device that fn changes to one the company has no live device of
-// is ErrEmailDeviceGone, and nothing is written.
+// is ErrEmailDeviceGone, and nothing is written. A company closing
+// (MarkCompanyClosing) is ErrNotFound, as one removed: a key rotated by a
+// request that checked its credential before the removal took the
+// company's would work until the removal's next step.
 func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, error) {
 	var c Company
 	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketCompanies)
 		if err := getJSON(b, itob(id), &c); err != nil {
 			return err
+		}
+		if !c.ClosingAt.IsZero() {
+			return fmt.Errorf("company %d is closing: %w", id, ErrNotFound)
 		}
 		oldHash, oldEmailDevice := append([]byte(nil), c.APIKeyHash...), c.EmailDevice
 		if err := fn(&c); err != nil {

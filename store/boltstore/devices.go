@@ -18,7 +18,7 @@ import (
 // are kept until a day after they expire.
 func (s *Store) PutPairing(hash []byte, p Pairing, now time.Time) error {
 	if err := s.update(func(tx *bolt.Tx) error {
-		if err := companyStored(tx, p.CompanyID); err != nil {
+		if err := companyOpen(tx, p.CompanyID); err != nil {
 			return err
 		}
 		if err := s.charge(tx, p.CompanyID, now, store.PairingCost); err != nil {
@@ -61,6 +61,11 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 		}
 		if !now.Before(p.ExpiresAt) {
 			return ErrTokenExpired
+		}
+		// A closing company registers no device: the phones its closing
+		// unlinks are those of the devices it read after the mark.
+		if err := companyOpen(tx, p.CompanyID); err != nil {
+			return err
 		}
 		devices := tx.Bucket(bucketDevices)
 		tokens := tx.Bucket(bucketDeviceTokens)

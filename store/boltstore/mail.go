@@ -38,7 +38,7 @@ func (s *Store) AppendCompanyMail(m *Mail, lim store.MailLimits) error {
 	var full *store.MailOutboxFullError
 	err := s.update(func(tx *bolt.Tx) error {
 		full = nil
-		if err := companyStored(tx, m.CompanyID); err != nil {
+		if err := companyOpen(tx, m.CompanyID); err != nil {
 			return err
 		}
 		return s.appendMail(tx, m, &lim)

@@ -99,7 +99,7 @@ func optOutSender(from string) string {
 // it was there already (and the stored entry comes back unchanged).
 func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o OptOut, created bool, err error) {
 	err = s.update(func(tx *bolt.Tx) error {
-		if err := companyStored(tx, companyID); err != nil {
+		if err := companyOpen(tx, companyID); err != nil {
 			return err
 		}
 		b := tx.Bucket(bucketOptOuts)

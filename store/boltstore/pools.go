@@ -99,7 +99,7 @@ func (s *Store) Pool(companyID, id uint64) (Pool, error) {
 func (s *Store) PutPool(companyID, id uint64, now time.Time, edit func(cur Pool) (PoolInput, error)) (Pool, error) {
 	var out Pool
 	err := s.update(func(tx *bolt.Tx) error {
-		if err := companyStored(tx, companyID); err != nil {
+		if err := companyOpen(tx, companyID); err != nil {
 			return err
 		}
 		pools, names := tx.Bucket(bucketPools), tx.Bucket(bucketPoolNames)

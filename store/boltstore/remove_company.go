@@ -15,8 +15,10 @@ import (
 // of the company (store.CompanyRemoval): the first step its credentials
 // whole (the API key, the users with their address, sessions, refresh
 // and one-time tokens, the devices with their tokens, the pairing codes,
-// its mail), then, step by step, its messages with every index of them,
-// its webhook deliveries with their events, its media, then the records
+// its mail), then, step by step, its webhook deliveries with their events
+// and its media (what leaves the server without a credential: gone before
+// the many steps of a large company's messages), its messages with every
+// index of them, then the records
 // of every bucket keyed by company id, and its own record last, in the
 // step that finds nothing else left. The buckets not keyed by company id
 // are reached through the company's own indexes (company_users,
@@ -43,8 +45,11 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 			}
 		}
 		left := limit
+		// What leaves the server without a credential of the company (its
+		// pending webhook deliveries, its media files behind signed links)
+		// goes first, before messages that may take many steps.
 		for _, phase := range []func(*bolt.Tx, uint64, int, *store.CompanyRemoval) (int, error){
-			removeMessages(bucketConvMessages), removeMessages(bucketAgentMessages), removeDeliveries, removeCompanyMedia, sweepCompany,
+			removeDeliveries, removeCompanyMedia, removeMessages(bucketConvMessages), removeMessages(bucketAgentMessages), sweepCompany,
 		} {
 			n, err := phase(tx, companyID, left, &r)
 			if err != nil {
@@ -67,18 +72,6 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 		return store.CompanyRemoval{}, fmt.Errorf("store: remove company %d: %w", companyID, err)
 	}
 	return r, nil
-}
-
-// companyStored refuses, with ErrNotFound, a write under a company that is
-// not stored (one removed, RemoveCompanyStep): a record of a kind that
-// nothing else ties to a live device, user or number (an opt-out, a
-// company mail, a pairing code, a pool, a webhook set) is not written
-// under a company that is gone.
-func companyStored(tx *bolt.Tx, companyID uint64) error {
-	if tx.Bucket(bucketCompanies).Get(itob(companyID)) == nil {
-		return fmt.Errorf("company %d: %w", companyID, ErrNotFound)
-	}
-	return nil
 }
 
 // userStored refuses, with ErrNotFound, a sign-in record (a refresh
@@ -462,11 +455,24 @@ func (s *Store) ClosingCompanies() ([]uint64, error) {
 }
 
 // companyOpen refuses, with ErrNotFound, a write under a company that is
-// not stored or is closing (MarkCompanyClosing): its subscription, which
-// the removal's vet looked at, takes no change after the mark.
+// not stored (one removed, RemoveCompanyStep) or is closing
+// (MarkCompanyClosing): its subscription, which the removal's vet looked
+// at, takes no change after the mark, and a record of a kind that nothing
+// else ties to a live device, user or number (an opt-out, a company mail,
+// a pairing code, a pool, a webhook set) is not written under a company
+// that is gone or going, by a request that checked its credential before
+// the removal's first step took it. Only a record that carries the mark
+// is decoded.
 func companyOpen(tx *bolt.Tx, companyID uint64) error {
+	v := tx.Bucket(bucketCompanies).Get(itob(companyID))
+	if v == nil {
+		return fmt.Errorf("company %d: %w", companyID, ErrNotFound)
+	}
+	if !bytes.Contains(v, closingMark) {
+		return nil
+	}
 	var co Company
-	if err := getJSON(tx.Bucket(bucketCompanies), itob(companyID), &co); err != nil {
+	if err := jsonUnmarshal(v, &co); err != nil {
 		return err
 	}
 	if !co.ClosingAt.IsZero() {

@@ -87,7 +87,7 @@ func loadWebhookSet(tx *bolt.Tx, companyID uint64) (WebhookSet, error) {
 func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*WebhookSet) error) (WebhookSet, error) {
 	var set WebhookSet
 	err := s.update(func(tx *bolt.Tx) error {
-		if err := companyStored(tx, companyID); err != nil {
+		if err := companyOpen(tx, companyID); err != nil {
 			return err
 		}
 		var err error

@@ -214,6 +214,62 @@ func CompanyRemoval(t *testing.T, open Opener[RemovalStore]) {
 	t.Run("LinkedPhoneAfter", func(t *testing.T) { t.Parallel(); removalLinkedPhone(t, open(t)) })
 	t.Run("InBatches", func(t *testing.T) { t.Parallel(); removalInBatches(t, open(t)) })
 	t.Run("Closing", func(t *testing.T) { t.Parallel(); removalClosing(t, open(t)) })
+	t.Run("OutwardFirst", func(t *testing.T) { t.Parallel(); removalOutwardFirst(t, open(t)) })
+}
+
+// removalOutwardFirst: what leaves the server without a credential of the
+// company, its pending webhook deliveries (sent by the server's workers)
+// and its media files (served by signed links), goes with the removal's
+// first step, before messages that take many steps: a closed company's
+// endpoint gets no delivery and its links serve no file while the rest is
+// removed.
+func removalOutwardFirst(t *testing.T, s RemovalStore) {
+	const many, limit = 400, 100
+	kept := FillCompany(t, s)
+	f := FillCompany(t, s)
+	c := f.Company
+	d := Device(t, s, c.ID, fmt.Sprintf("fp-outward-%d", unique())) // no SIM caps
+	for i := 0; i < many; i += 200 {
+		bulk := make([]store.Message, 200)
+		for j := range bulk {
+			bulk[j] = store.Message{UUID: fmt.Sprintf("outward-%d", unique()), CompanyID: c.ID, Device: d.Fingerprint, Channel: "sms",
+				Phone: fmt.Sprintf("+1555%07d", j), Text: "one of many", SIMSlot: "SIM1", Segments: 1}
+		}
+		if _, _, err := s.EnqueueBulk(bulk, store.IdempotencyKey{}, func() time.Time { return T0 }, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due, _, err := s.DueWebhookDeliveries(T0.Add(time.Hour), 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deliveries []uint64
+	for _, dd := range due {
+		if job, err := s.WebhookJob(dd.ID); err == nil && job.Delivery.CompanyID == c.ID {
+			deliveries = append(deliveries, dd.ID)
+		}
+	}
+	if len(deliveries) == 0 {
+		t.Fatal("the company has no pending webhook delivery to remove")
+	}
+	if _, err := s.MarkCompanyClosing(c.ID, T0, func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.RemoveCompanyStep(c.ID, limit)
+	if err != nil || r.Done {
+		t.Fatalf("the first step: %+v (%v), want one of several", r, err)
+	}
+	for _, id := range deliveries {
+		if job, err := s.WebhookJob(id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("webhook delivery %d after the first step: %+v (%v), want ErrNotFound", id, job.Delivery, err)
+		}
+	}
+	if md, err := s.MediaByID(0, f.Media.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the media file after the first step: %+v (%v), want ErrNotFound", md, err)
+	}
+	RemoveCompany(t, s, c.ID, limit)
+	CheckRemoved(t, s, f)
+	CheckKept(t, s, kept)
 }
 
 // removalClosing: marking a company closing runs the vet on the record
@@ -255,6 +311,10 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	}); err != nil {
 		t.Fatalf("the claim ended before a mark: %v", err)
 	}
+	early := []byte(fmt.Sprintf("pairing-before-closing-%d", unique()))
+	if err := s.PutPairing(early, store.Pairing{CompanyID: c.ID, ExpiresAt: at.Add(time.Hour)}, at); err != nil {
+		t.Fatal(err)
+	}
 	co, err := s.MarkCompanyClosing(c.ID, at, func(store.Company, store.Subscription, bool) error { return nil })
 	if err != nil || !co.ClosingAt.Equal(at) {
 		t.Fatalf("mark closing: %+v (%v), want closing at %v", co, err, at)
@@ -273,6 +333,48 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	}
 	if ok, err := s.ApplyProviderEvent(fmt.Sprintf("evt-closing-%d", unique()), c.ID, "", 100, true, at, func(*store.Subscription, bool) bool { return true }); !errors.Is(err, store.ErrNotFound) || ok {
 		t.Fatalf("a provider event for a closing company: %v (applied %v), want ErrNotFound", err, ok)
+	}
+	// A rotation of the API key (or any change of the record) that checked
+	// its credential before the removal's first step took the key would
+	// store a new key that works until the next step: a closing company
+	// takes none.
+	newKey := []byte(fmt.Sprintf("key-after-closing-%d", unique()))
+	if _, err := s.UpdateCompany(c.ID, func(co *store.Company) error {
+		co.APIKeyHash, co.Name = newKey, "Renamed"
+		return nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a change of a closing company's record: %v, want ErrNotFound", err)
+	}
+	if _, err := s.CompanyByAPIKeyHash(newKey); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a key rotated under a closing company: %v, want ErrNotFound", err)
+	}
+	// Nor does the company take a new pairing code (a device registered
+	// with it would work until the next step), opt-out, webhook set or
+	// mail: a request that checked its credential before the first step
+	// writes nothing under the company after it.
+	if err := s.PutPairing([]byte(fmt.Sprintf("pairing-closing-%d", unique())), store.Pairing{CompanyID: c.ID, ViaAPIKey: true, ExpiresAt: at.Add(time.Hour)}, at); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a pairing code under a closing company: %v, want ErrNotFound", err)
+	}
+	// A pairing code made before the mark registers no device after it:
+	// the phones linked at the closing are those of the devices read
+	// after the mark (account.CloseCompany), and no other is made.
+	if d, _, _, err := s.RegisterDevice(early, at, fmt.Sprintf("fp-closing-%d", unique()), func(store.Pairing, *store.Device) (store.Device, error) {
+		return store.Device{Name: "late", Status: store.DeviceActive, TokenHash: []byte(fmt.Sprintf("token-closing-%d", unique())), CreatedAt: at}, nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a device registered under a closing company: %+v (%v), want ErrNotFound", d, err)
+	}
+	if _, _, err := s.AddOptOut(c.ID, "+15550007778", at); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an opt-out under a closing company: %v, want ErrNotFound", err)
+	}
+	if _, err := s.UpdateWebhookSet(c.ID, at, func(w *store.WebhookSet) error {
+		w.Entries = append(w.Entries, store.WebhookEntry{URL: "https://hooks.example.com/closing", Active: true})
+		return nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a webhook set under a closing company: %v, want ErrNotFound", err)
+	}
+	closingMail := store.Mail{CompanyID: c.ID, To: "x@example.com", Subject: "alert", Text: "t", State: "pending", CreatedAt: at}
+	if err := s.AppendCompanyMail(&closingMail, store.MailLimits{MaxPending: 10, MaxBytes: 1 << 20}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a mail of a closing company: %v, want ErrNotFound", err)
 	}
 	again, err := s.MarkCompanyClosing(c.ID, at.Add(time.Hour), func(store.Company, store.Subscription, bool) error {
 		t.Error("the vet ran for a company already closing")
@@ -499,7 +601,8 @@ func removalResumed(t *testing.T, s RemovalStore) {
 func removalLinkedPhone(t *testing.T, s RemovalStore) {
 	for _, midway := range []bool{true, false} {
 		f := FillCompany(t, s)
-		c, d := f.Company, f.Devices[0]
+		c := f.Company
+		d := Device(t, s, c.ID, fmt.Sprintf("fp-outward-%d", unique())) // no SIM caps
 		if midway {
 			if r, err := s.RemoveCompanyStep(c.ID, 1); err != nil || r.Done {
 				t.Fatalf("a first step: %+v (%v)", r, err)

@@ -74,13 +74,19 @@ func (s *Store) CompanyByAPIKeyHash(hash []byte) (store.Company, error) {
 // has no live device of is store.ErrEmailDeviceGone. The device is read
 // under the company's lock, unlocked: a deletion of it that commits after
 // this read waits for this commit at the company's row (DeleteDevice), and
-// then clears the setting this writes.
+// then clears the setting this writes. A company closing
+// (MarkCompanyClosing) is store.ErrNotFound, as one removed: a key rotated
+// by a request that checked its credential before the removal took the
+// company's would work until the removal's next step.
 func (s *Store) UpdateCompany(companyID uint64, fn func(*store.Company) error) (store.Company, error) {
 	var c store.Company
 	err := s.write(fmt.Sprintf("update company %d", companyID), func(t *txn) error {
 		c = store.Company{}
 		if err := getRec(t, &c, "SELECT rec FROM companies WHERE id = $1 FOR UPDATE", id(companyID)); err != nil {
 			return err
+		}
+		if !c.ClosingAt.IsZero() {
+			return fmt.Errorf("company %d is closing: %w", companyID, store.ErrNotFound)
 		}
 		oldHash, oldEmailDevice := bytes.Clone(c.APIKeyHash), c.EmailDevice
 		if err := fn(&c); err != nil {

@@ -218,7 +218,9 @@
 // devices, in id order, then its row (the API key's change), then its
 // users, in id order (a sign-in that stores a session holds its user KEY
 // SHARE and commits first; a spent e-mailed link locks its token before
-// its user, so it may meet the removal in a circle too), and then
+// its user, so it may meet the removal in a circle too), then the
+// company's row FOR NO KEY UPDATE (two nodes' steps of the company take
+// turns; no KEY SHARE of a writer waits for it), and then
 // deletes its rows table by table, messages among them; a writer that
 // holds a message of the company and waits for its device may meet it in
 // a circle, and the database's deadlock check ends one of the two, which

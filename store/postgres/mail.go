@@ -57,7 +57,7 @@ func (s *Store) appendMail(m *store.Mail, lim *store.MailLimits) error {
 	err := s.write("append mail", func(t *txn) error {
 		full = nil
 		if lim != nil {
-			if err := companyStored(t, out.CompanyID); err != nil {
+			if err := companyOpen(t, out.CompanyID); err != nil {
 				return err
 			}
 			if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", mailLock(out.CompanyID)); err != nil {

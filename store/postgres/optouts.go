@@ -40,7 +40,7 @@ func onOptOutList(t *txn, companyID uint64, phone string) (listed bool, err erro
 func (s *Store) AddOptOut(companyID uint64, phone string, now time.Time) (o store.OptOut, created bool, err error) {
 	err = s.write("add opt-out", func(t *txn) error {
 		o, created = store.OptOut{Phone: phone, Source: store.OptOutAPI, CreatedAt: now.UTC()}, true
-		if err := companyStored(t, companyID); err != nil {
+		if err := companyOpen(t, companyID); err != nil {
 			return err
 		}
 		raw, err := rec(o)

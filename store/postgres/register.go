@@ -19,7 +19,7 @@ func (s *Store) PutPairing(hash []byte, p store.Pairing, now time.Time) error {
 		return err
 	}
 	return s.write("put pairing", func(t *txn) error {
-		if err := companyStored(t, p.CompanyID); err != nil {
+		if err := companyOpen(t, p.CompanyID); err != nil {
 			return err
 		}
 		if err := s.charge(t, p.CompanyID, now, store.PairingCost); err != nil {
@@ -69,6 +69,13 @@ func (s *Store) RegisterDevice(pairingHash []byte, now time.Time, fingerprint st
 			if _, err := s.planAllows(t, p.CompanyID, now, store.LimitDevices); err != nil {
 				return err
 			}
+		}
+		// A closing company registers no device: the phones its closing
+		// unlinks are those of the devices it read after the mark. The
+		// company's row KEY SHARE, after the device's, as the foreign
+		// key's check takes it.
+		if err := companyOpen(t, p.CompanyID); err != nil {
+			return err
 		}
 		d, err := build(p, old)
 		if err != nil {

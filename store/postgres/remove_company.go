@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,10 +21,15 @@ import (
 // registrations too) with their SIM counters and links, its pairing
 // codes. Then it deletes up to the rest of limit rows from the tables with
 // a company_id column (companyTables, read from the catalogue, so a table
-// added later is emptied without a change here), a table at a time in the
+// added later is emptied without a change here), a table at a time, the
+// pending webhook deliveries and media first (outwardFirst), then in the
 // catalogue's order, which deletes a webhook delivery before its event;
 // the rows of pools and media without one (member turns, sticky entries,
-// chunks) go by their foreign keys' ON DELETE CASCADE. The step that finds
+// chunks) go by their foreign keys' ON DELETE CASCADE. Steps of the same
+// company run one at a time (the company's row locked FOR NO KEY UPDATE,
+// which no writer's KEY SHARE waits for), so two nodes that finish it at
+// once each delete at most limit rows a step, and only one of them the
+// company's row (Done); the other's next step is ErrNotFound. The step that finds
 // no row left locks the company's row, deletes what a writer that was
 // already under way stored meanwhile, and deletes the row. A company that
 // is not stored is ErrNotFound.
@@ -39,6 +45,24 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 			}
 			return err
 		}
+		if _, err := t.exec(removalPlans); err != nil {
+			return err
+		}
+		if err := removeCompanyCredentials(t, companyID, &r); err != nil {
+			return err
+		}
+		// One step of the company at a time: two nodes that finish it at
+		// once take turns, each step's DELETEs reading what the other's
+		// left. Side by side, a DELETE that waited for rows the other step
+		// deleted found none, and the step took the company for empty.
+		// After the devices' locks and the credentials' (doc.go: lock
+		// order); a company removed meanwhile is ErrNotFound.
+		if err := t.row("SELECT 1 FROM companies WHERE id = $1 FOR NO KEY UPDATE", id(companyID)).Scan(&one); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return store.ErrNotFound
+			}
+			return err
+		}
 		rows, err := t.query(companyTables)
 		if err != nil {
 			return err
@@ -47,12 +71,7 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 		if err != nil {
 			return err
 		}
-		if _, err := t.exec(removalPlans); err != nil {
-			return err
-		}
-		if err := removeCompanyCredentials(t, companyID, &r); err != nil {
-			return err
-		}
+		outwardFirst(tables)
 		left := limit
 		for _, table := range tables {
 			n, err := deleteSome(t, pgx.Identifier{table}.Sanitize(), "company_id = $2", left, id(companyID))
@@ -79,8 +98,10 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 			}
 			countRemoved(&r, table, int(tag.RowsAffected()))
 		}
-		if _, err := t.exec("DELETE FROM companies WHERE id = $1", id(companyID)); err != nil {
+		if tag, err := t.exec("DELETE FROM companies WHERE id = $1", id(companyID)); err != nil {
 			return err
+		} else if tag.RowsAffected() != 1 {
+			return store.ErrNotFound // removed by another step: Done is the other's
 		}
 		r.Done = true
 		return nil
@@ -105,23 +126,31 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 // is_local).
 const removalPlans = "SELECT set_config('enable_seqscan', 'off', true)"
 
-// companyStored refuses, with store.ErrNotFound, a write under a company
-// that is not stored (one removed, RemoveCompanyStep): for the records
-// whose table has no foreign key to companies and that nothing else ties
-// to a live device, user or number (an opt-out, a company mail), and for
-// those an API request writes whose foreign key would otherwise fail as a
-// database error (a webhook set, a pairing code: 404, not 500). It takes
-// the company's row KEY SHARE, as a foreign key's check would, so the
-// removal's last step, which locks the row FOR UPDATE, waits for the
-// write and then deletes what it stored, or comes first and the write
-// finds no row.
-func companyStored(t *txn, companyID uint64) error {
-	var one int
-	err := t.row("SELECT 1 FROM companies WHERE id = $1 FOR KEY SHARE", id(companyID)).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
+// companyOpen refuses, with store.ErrNotFound, a write under a company
+// that is not stored (one removed, RemoveCompanyStep) or is closing
+// (MarkCompanyClosing): for the records whose table has no foreign key to
+// companies and that nothing else ties to a live device, user or number
+// (an opt-out, a company mail), for those an API request writes whose
+// foreign key would otherwise fail as a database error (a webhook set, a
+// pairing code: 404, not 500), and for all of them under a company going,
+// by a request that checked its credential before the removal's first
+// step took it. It takes the company's row KEY SHARE, as a foreign key's
+// check would, so the removal's last step, which locks the row FOR
+// UPDATE, waits for the write and then deletes what it stored, or comes
+// first and the write finds no row; the mark, written under FOR UPDATE
+// too, is seen by a write that waited for it.
+func companyOpen(t *txn, companyID uint64) error {
+	var closing bool
+	err := t.row("SELECT rec ? 'closing_at' FROM companies WHERE id = $1 FOR KEY SHARE", id(companyID)).Scan(&closing)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("company %d: %w", companyID, store.ErrNotFound)
+	case err != nil:
+		return err
+	case closing:
+		return fmt.Errorf("company %d is closing: %w", companyID, store.ErrNotFound)
 	}
-	return err
+	return nil
 }
 
 // userStored refuses, with store.ErrNotFound, a sign-in record (a refresh
@@ -175,6 +204,25 @@ func removeCompanyCredentials(t *txn, companyID uint64, r *store.CompanyRemoval)
 	b.Queue("DELETE FROM devices WHERE company_id = $1", c).Exec(add(&r.Records))
 	b.Queue("DELETE FROM pairings WHERE company_id = $1", c).Exec(add(&r.Records))
 	return t.sendBatch(b)
+}
+
+// outwardFirst puts first, in place, the tables of what leaves the server
+// without a credential of the company: its pending webhook deliveries
+// (the workers send them) and its media files (signed links serve them),
+// so they go with the removal's first step rather than after the many
+// steps of a large company's messages. The rest keep the catalogue's
+// order, which deletes a delivery before its event.
+func outwardFirst(tables []string) {
+	rank := func(t string) int {
+		switch t {
+		case "webhook_deliveries":
+			return 0
+		case "media":
+			return 1
+		}
+		return 2
+	}
+	slices.SortStableFunc(tables, func(a, b string) int { return rank(a) - rank(b) })
 }
 
 // countRemoved adds n rows removed from table to r.

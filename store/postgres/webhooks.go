@@ -83,7 +83,7 @@ func (s *Store) WebhookSet(companyID uint64) (store.WebhookSet, error) {
 func (s *Store) UpdateWebhookSet(companyID uint64, now time.Time, fn func(*store.WebhookSet) error) (store.WebhookSet, error) {
 	var set store.WebhookSet
 	err := s.write(fmt.Sprintf("update webhook set of company %d", companyID), func(t *txn) error {
-		if err := companyStored(t, companyID); err != nil {
+		if err := companyOpen(t, companyID); err != nil {
 			return err
 		}
 		var err error
