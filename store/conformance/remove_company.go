@@ -349,8 +349,8 @@ func removalClosing(t *testing.T, s RemovalStore) {
 		t.Fatalf("a key rotated under a closing company: %v, want ErrNotFound", err)
 	}
 	// Nor does the company take a new pairing code (a device registered
-	// with it would work until the next step), opt-out, webhook set or
-	// mail: a request that checked its credential before the first step
+	// with it would work until the next step), opt-out, webhook set, pool
+	// or mail: a request that checked its credential before the first step
 	// writes nothing under the company after it.
 	if err := s.PutPairing([]byte(fmt.Sprintf("pairing-closing-%d", unique())), store.Pairing{CompanyID: c.ID, ViaAPIKey: true, ExpiresAt: at.Add(time.Hour)}, at); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a pairing code under a closing company: %v, want ErrNotFound", err)
@@ -371,6 +371,11 @@ func removalClosing(t *testing.T, s RemovalStore) {
 		return nil
 	}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a webhook set under a closing company: %v, want ErrNotFound", err)
+	}
+	if p, err := s.PutPool(c.ID, 0, at, func(store.Pool) (store.PoolInput, error) {
+		return store.PoolInput{Name: "late pool", Strategy: store.PoolRoundRobin}, nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a pool under a closing company: %+v (%v), want ErrNotFound", p, err)
 	}
 	closingMail := store.Mail{CompanyID: c.ID, To: "x@example.com", Subject: "alert", Text: "t", State: "pending", CreatedAt: at}
 	if err := s.AppendCompanyMail(&closingMail, store.MailLimits{MaxPending: 10, MaxBytes: 1 << 20}); !errors.Is(err, store.ErrNotFound) {

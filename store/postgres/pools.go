@@ -121,6 +121,10 @@ func (s *Store) PutPool(companyID, poolID uint64, now time.Time, edit func(cur s
 			if err := lockCompany(t, companyID); err != nil {
 				return err
 			}
+			// A closing company takes no new pool, as bbolt refuses it.
+			if err := companyOpen(t, companyID); err != nil {
+				return err
+			}
 			if err := roomForPool(t, companyID); err != nil {
 				return err
 			}
