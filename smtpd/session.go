@@ -125,7 +125,7 @@ func (ss *session) keyCurrent() error {
 	case err == nil:
 		return nil
 	case problem.Is(err, problem.Unauthorized):
-		ss.s.log.Info("smtp session's API key rotated; connection closed", "company_id", ss.p.CompanyID)
+		ss.s.log.Info("smtp session's API key no longer valid (rotated, or its company closed); connection closed", "company_id", ss.p.CompanyID)
 		return ss.hangUp(keyRotatedReply)
 	default:
 		ss.s.log.Error("smtp login check", "err", err)
@@ -376,7 +376,7 @@ const (
 	unreadText      = "The mail's text did not arrive in time; closing, send it again"
 	unreadReply     = "421 4.4.2 " + unreadText + "\r\n"
 	longLineReply   = "500 5.4.0 A line of the mail is longer than 2000 bytes (mail clients wrap lines at 998); closing\r\n"
-	keyRotatedReply = "421 4.7.0 The API key this session logged in with was rotated; closing, log in again with the current key\r\n"
+	keyRotatedReply = "421 4.7.0 The API key this session logged in with is no longer valid (rotated, or its company closed); closing, log in again with the current key\r\n"
 )
 
 // unread answers a mail whose text did not arrive whole. A chunked mail
