@@ -62,12 +62,17 @@ func storeLongInbound(t *testing.T, e *env, a company, n int) {
 	}
 	text := strings.Repeat("\U0001F600", 10000)
 	for i := range n {
-		m := store.Message{UUID: fmt.Sprintf("in-%d", i), CompanyID: d.CompanyID, DeviceID: d.ID, Channel: "sms",
-			Phone: fmt.Sprintf("+1555%07d", i), Text: text, SIMSlot: "SIM1", Segments: 1, ClientID: fmt.Sprintf("c%d", i)}
+		m := longInbound(d.CompanyID, d.ID, fmt.Sprintf("+1555%07d", i), text, fmt.Sprintf("c%d", i))
 		if _, _, err := e.store.StoreInbound(&m, e.clock.Now); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// longInbound is an inbound SMS of the device's.
+func longInbound(companyID, deviceID uint64, phone, text, clientID string) store.Message {
+	return store.Message{UUID: "in-" + clientID, CompanyID: companyID, DeviceID: deviceID, Channel: "sms",
+		Phone: phone, Text: text, SIMSlot: "SIM1", Segments: 1, ClientID: clientID}
 }
 
 // TestMeasureExportMemory prints what a company export of long texts costs

@@ -1,0 +1,189 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestMeasureReadMemory prints what the routes and MCP tools that answer
+// message texts cost the server when every text is 10,000 four-byte
+// characters: the answer's size and the heap's peak over the idle heap,
+// one request and 4 at once. Run it by hand:
+//
+//	SIMRELAY_MEASURE=1 go test ./httpapi -run TestMeasureReadMemory -v
+func TestMeasureReadMemory(t *testing.T) {
+	if os.Getenv("SIMRELAY_MEASURE") == "" {
+		t.Skip("a measurement: SIMRELAY_MEASURE=1 runs it")
+	}
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "acme-phone")
+	storeLongInbound(t, e, a, 1000)
+	// 100 more from one number: a whole page of its history.
+	d, _ := e.store.CompanyDevice(uint64(a.id), "acme-phone")
+	storeLongFrom(t, e, d.CompanyID, d.ID, "+15550000001", 100)
+	tool := func(name, args string) *http.Request {
+		req, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+name+`","arguments":`+args+`}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		return req
+	}
+	get := func(path string) *http.Request {
+		req, _ := http.NewRequest("GET", e.url+path, nil)
+		return req
+	}
+	for _, c := range []struct {
+		name string
+		req  func() *http.Request
+	}{
+		{"GET /chat/conversations?limit=1000", func() *http.Request {
+			return get("/chat/conversations?device_fingerprint=acme-phone&limit=1000")
+		}},
+		{"MCP list_conversations limit 1000", func() *http.Request {
+			return tool("list_conversations", `{"device_fingerprint":"acme-phone","limit":1000}`)
+		}},
+		{"GET /chat/messages?limit=100", func() *http.Request {
+			return get("/chat/messages?device_fingerprint=acme-phone&phone=%2B15550000001&limit=100")
+		}},
+		{"MCP read_conversation limit 100", func() *http.Request {
+			return tool("read_conversation", `{"device_fingerprint":"acme-phone","phone":"+15550000001","limit":100}`)
+		}},
+		{"GET /automation/inbound-sms", func() *http.Request { return get("/automation/inbound-sms") }},
+		{"MCP latest_inbound", func() *http.Request { return tool("latest_inbound", `{}`) }},
+	} {
+		for _, n := range []int{1, 4} {
+			size, peak := measurePeak(t, n, func() (int64, error) {
+				req := c.req()
+				req.Header.Set("Authorization", "Bearer "+a.apiKey)
+				r, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return 0, err
+				}
+				defer r.Body.Close()
+				if r.StatusCode != http.StatusOK {
+					b, _ := io.ReadAll(r.Body)
+					return 0, fmt.Errorf("%d %s", r.StatusCode, b)
+				}
+				return io.Copy(io.Discard, r.Body)
+			})
+			t.Logf("%s, %d at once: %d bytes each, heap peak %.1f MB over idle", c.name, n, size, float64(peak)/1e6)
+		}
+	}
+}
+
+// storeLongFrom stores n inbound messages of 10,000 four-byte characters
+// from one number.
+func storeLongFrom(t *testing.T, e *env, companyID, deviceID uint64, phone string, n int) {
+	t.Helper()
+	text := strings.Repeat("\U0001F600", 10000)
+	for i := range n {
+		m := longInbound(companyID, deviceID, phone, text, fmt.Sprintf("from-%s-%d", phone, i))
+		if _, _, err := e.store.StoreInbound(&m, e.clock.Now); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// measurePeak runs do n times at once and answers the first's size and the
+// heap's peak over the idle heap meanwhile.
+func measurePeak(t *testing.T, n int, do func() (int64, error)) (int64, uint64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	idle := ms.HeapInuse
+	var peak uint64
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	sizes := make([]int64, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if sizes[i], err = do(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-sampled
+	if peak < idle {
+		return sizes[0], 0
+	}
+	return sizes[0], peak - idle
+}
+
+// TestMCPLargeAnswerIsItsTextOnly: a tool's answer over 64 KiB of JSON is
+// its text block only, without the structuredContent copy (the spec
+// allows it: no tool declares an output schema), so it is the size of the
+// REST route's answer, not twice it: read_conversation of 30 texts of
+// 10,000 four-byte characters answered 2.4 MB for the route's 1.2 MB. A
+// small answer keeps both.
+func TestMCPLargeAnswerIsItsTextOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "acme-phone")
+	d, err := e.store.CompanyDevice(uint64(a.id), "acme-phone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeLongFrom(t, e, d.CompanyID, d.ID, "+15550000001", 30)
+	rest := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=acme-phone&phone=%2B15550000001&limit=100", token: a.apiKey})
+	e.want(rest, http.StatusOK, "")
+	hdr := map[string]string{"Accept": "application/json, text/event-stream"}
+	call1 := func(args string) (text string, structured json.RawMessage, size int) {
+		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, header: hdr,
+			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_conversation","arguments":` + args + `}}`})
+		e.want(r, http.StatusOK, "")
+		var rpc struct {
+			Result struct {
+				Content []struct {
+					Type, Text string
+				} `json:"content"`
+				StructuredContent json.RawMessage `json:"structuredContent"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(r.Raw, &rpc); err != nil || len(rpc.Result.Content) != 1 || rpc.Result.Content[0].Type != "text" {
+			t.Fatalf("%s: %v: %.300s", args, err, r.Raw)
+		}
+		return rpc.Result.Content[0].Text, rpc.Result.StructuredContent, len(r.Raw)
+	}
+	text, structured, size := call1(`{"device_fingerprint":"acme-phone","phone":"+15550000001","limit":100}`)
+	if structured != nil {
+		t.Errorf("an answer of %d bytes has structuredContent: want its text only", size)
+	}
+	if size > len(rest.Raw)*11/10 {
+		t.Errorf("the tool answered %d bytes for the route's %d", size, len(rest.Raw))
+	}
+	var fromText map[string]any
+	if err := json.Unmarshal([]byte(text), &fromText); err != nil || len(fromText["messages"].([]any)) != 30 {
+		t.Fatalf("the text block is not the page of 30 messages: %v", err)
+	}
+	_, structured, _ = call1(`{"device_fingerprint":"acme-phone","phone":"+15550000001","limit":1}`)
+	if structured == nil {
+		t.Errorf("a one-message page has no structuredContent: want both")
+	}
+}
