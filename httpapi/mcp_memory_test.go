@@ -26,7 +26,7 @@ func TestMeasureReadMemory(t *testing.T) {
 	e := newEnv(t, roomy)
 	a := e.newCompany("Acme", "owner@acme.test")
 	e.pairPhone(a.apiKey, "acme-phone")
-	storeLongInbound(t, e, a, 1000)
+	storeLongInbound(t, e, a, "acme-phone", 1000)
 	// 100 more from one number: a whole page of its history.
 	d, _ := e.store.CompanyDevice(uint64(a.id), "acme-phone")
 	storeLongFrom(t, e, d.CompanyID, d.ID, "+15550000001", 100)
@@ -60,7 +60,7 @@ func TestMeasureReadMemory(t *testing.T) {
 		{"MCP latest_inbound", func() *http.Request { return tool("latest_inbound", `{}`) }},
 	} {
 		for _, n := range []int{1, 4} {
-			size, peak := measurePeak(t, n, func() (int64, error) {
+			size, peak := measurePeak(t, n, func(int) (int64, error) {
 				req := c.req()
 				req.Header.Set("Authorization", "Bearer "+a.apiKey)
 				r, err := http.DefaultClient.Do(req)
@@ -92,9 +92,9 @@ func storeLongFrom(t *testing.T, e *env, companyID, deviceID uint64, phone strin
 	}
 }
 
-// measurePeak runs do n times at once and answers the first's size and the
-// heap's peak over the idle heap meanwhile.
-func measurePeak(t *testing.T, n int, do func() (int64, error)) (int64, uint64) {
+// measurePeak runs do n times at once (its argument: which) and answers the
+// first's size and the heap's peak over the idle heap meanwhile.
+func measurePeak(t *testing.T, n int, do func(i int) (int64, error)) (int64, uint64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -121,7 +121,7 @@ func measurePeak(t *testing.T, n int, do func() (int64, error)) (int64, uint64) 
 		go func() {
 			defer wg.Done()
 			var err error
-			if sizes[i], err = do(); err != nil {
+			if sizes[i], err = do(i); err != nil {
 				t.Error(err)
 			}
 		}()
