@@ -98,15 +98,13 @@ func (s *Store) History(companyID uint64, device, phone string, page, limit int)
 	return out, total, nil
 }
 
-// conversationSelect reads conversations with their newest messages: the
-// phone, the count and the message's record, the columns conversationsOf
-// scans; a clause (WHERE, ORDER BY, LIMIT) follows it.
-const conversationSelect = `SELECT c.phone, c.messages, m.rec FROM conversations c JOIN messages m ON m.id = c.last_id `
-
 // conversationsOf reads conversations of a device registration with their
-// newest messages (a query that selects conversationSelect's columns), in
-// the order and bounds the query gives, and up to the one whose last
-// message brings their texts to textBound bytes (0: no such bound).
+// newest messages (a query that selects a conversation's phone and count
+// and its last message's record), in the order and bounds the query
+// gives, and up to the one whose last message brings their texts to
+// textBound bytes (0: no such bound). The query itself ends at that one
+// (a window's sum of the texts before each row), so the rows past it are
+// never sent; the bound here is what says a page was cut.
 func conversationsOf(t *txn, textBound int, query string, args ...any) ([]store.Conversation, error) {
 	rows, err := t.query(query, args...)
 	if err != nil {
@@ -150,7 +148,14 @@ func (s *Store) Conversations(companyID uint64, device string, limit int) ([]sto
 		if limit > 0 {
 			bound = limit
 		}
-		out, err = conversationsOf(t, store.ConversationsText, conversationSelect+"WHERE c.company_id = $1 AND c.device_id = $2 ORDER BY c.last_id DESC LIMIT $3", id(companyID), id(d.ID), bound)
+		// As ConversationsAfter: the rows past the one that brings the
+		// texts to store.ConversationsText are left in the database.
+		out, err = conversationsOf(t, store.ConversationsText, `SELECT p.phone, p.messages, m.rec FROM (SELECT l.phone, l.messages, l.last_id,
+			coalesce(sum(l.text) OVER (ORDER BY l.last_id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+			FROM (SELECT c.phone, c.messages, c.last_id, octet_length(m.rec->>'text') AS text FROM conversations c JOIN messages m ON m.id = c.last_id
+			WHERE c.company_id = $1 AND c.device_id = $2 ORDER BY c.last_id DESC LIMIT $3) l) p
+			JOIN messages m ON m.id = p.last_id WHERE p.before < $4 ORDER BY p.last_id DESC`,
+			id(companyID), id(d.ID), bound, store.ConversationsText)
 		return err
 	})
 	if err != nil {
