@@ -125,23 +125,10 @@ func (s *Server) mcpToolHandler(t mcpTool) mcp.ToolHandler {
 		if err != nil {
 			return s.mcpError(t.def.Name, err), nil
 		}
-		res = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}}
-		if len(body) <= mcpStructuredMax {
-			res.StructuredContent = json.RawMessage(body)
-		}
-		return res, nil
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}},
+			StructuredContent: json.RawMessage(body)}, nil
 	}
 }
-
-// mcpStructuredMax is the largest answer a tool sends twice, as its text
-// block and as structuredContent. A larger one is its text block only, as
-// the spec allows a tool that declares no output schema (none here does):
-// the SDK marshals the result, then the response around it, so each copy
-// of the answer costs several times its size in memory. Every answer of
-// ordinary texts is below it; a page of 100 messages of 10,000 four-byte
-// characters (4 MB through GET /chat/messages) answered 8 MB and peaked at
-// 42 MB of heap, 205 MB for 4 at once.
-const mcpStructuredMax = 64 << 10
 
 // mcpHeaders are the headers the transport reads, each one value: the
 // protocol version, and from MCP 2026-07-28 on the method and the tool's

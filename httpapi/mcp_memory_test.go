@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -156,57 +155,4 @@ func measurePeak(t *testing.T, n int, do func(i int) (int64, error)) (int64, uin
 		return sizes[0], 0
 	}
 	return sizes[0], peak - idle
-}
-
-// TestMCPLargeAnswerIsItsTextOnly: a tool's answer over 64 KiB of JSON is
-// its text block only, without the structuredContent copy (the spec
-// allows it: no tool declares an output schema), so it is the size of the
-// REST route's answer, not twice it: read_conversation of 30 texts of
-// 10,000 four-byte characters answered 2.4 MB for the route's 1.2 MB. A
-// small answer keeps both.
-func TestMCPLargeAnswerIsItsTextOnly(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, roomy)
-	a := e.newCompany("Acme", "owner@acme.test")
-	e.pairPhone(a.apiKey, "acme-phone")
-	d, err := e.store.CompanyDevice(uint64(a.id), "acme-phone")
-	if err != nil {
-		t.Fatal(err)
-	}
-	storeLongFrom(t, e, d.CompanyID, d.ID, "+15550000001", 30)
-	rest := e.do(call{method: "GET", path: "/chat/messages?device_fingerprint=acme-phone&phone=%2B15550000001&limit=100", token: a.apiKey})
-	e.want(rest, http.StatusOK, "")
-	hdr := map[string]string{"Accept": "application/json, text/event-stream"}
-	call1 := func(args string) (text string, structured json.RawMessage, size int) {
-		r := e.do(call{method: "POST", path: "/mcp", token: a.apiKey, header: hdr,
-			body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_conversation","arguments":` + args + `}}`})
-		e.want(r, http.StatusOK, "")
-		var rpc struct {
-			Result struct {
-				Content []struct {
-					Type, Text string
-				} `json:"content"`
-				StructuredContent json.RawMessage `json:"structuredContent"`
-			} `json:"result"`
-		}
-		if err := json.Unmarshal(r.Raw, &rpc); err != nil || len(rpc.Result.Content) != 1 || rpc.Result.Content[0].Type != "text" {
-			t.Fatalf("%s: %v: %.300s", args, err, r.Raw)
-		}
-		return rpc.Result.Content[0].Text, rpc.Result.StructuredContent, len(r.Raw)
-	}
-	text, structured, size := call1(`{"device_fingerprint":"acme-phone","phone":"+15550000001","limit":100}`)
-	if structured != nil {
-		t.Errorf("an answer of %d bytes has structuredContent: want its text only", size)
-	}
-	if size > len(rest.Raw)*11/10 {
-		t.Errorf("the tool answered %d bytes for the route's %d", size, len(rest.Raw))
-	}
-	var fromText map[string]any
-	if err := json.Unmarshal([]byte(text), &fromText); err != nil || len(fromText["messages"].([]any)) != 30 {
-		t.Fatalf("the text block is not the page of 30 messages: %v", err)
-	}
-	_, structured, _ = call1(`{"device_fingerprint":"acme-phone","phone":"+15550000001","limit":1}`)
-	if structured == nil {
-		t.Errorf("a one-message page has no structuredContent: want both")
-	}
 }
