@@ -179,3 +179,23 @@ type IdempotencyKey struct {
 	Route  string // the route, e.g. "/chat/send"
 	Digest string // a hash of the request
 }
+
+// ExportPageText bounds the text of one page of a company's export
+// (ConversationsAfter, CompanyMessagesAfter): the page ends with the
+// conversation or message whose text brings the page's texts to this many
+// bytes, whatever its limit. A page of 500 ordinary texts holds under
+// 100 KB, far below it; 500 that each hold a long inbound text (10,000
+// characters, up to 40 KB) held 20 MB, read whole into memory for each of
+// the 16 exports a server runs at once.
+const ExportPageText = 1 << 20
+
+// ExportPageFull says whether a page of conversations that ConversationsAfter
+// read for limit may have more after it: it holds limit conversations, or
+// was ended by ExportPageText. Read on after its last one when it is.
+func ExportPageFull(page []Conversation, limit int) bool {
+	text := 0
+	for _, c := range page {
+		text += len(c.LastMessage)
+	}
+	return len(page) >= limit || text >= ExportPageText
+}

@@ -9,6 +9,7 @@ import (
 
 	androidproto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/sms"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/window"
 )
 
@@ -19,6 +20,24 @@ const threadSize = 100
 // convListSize is how many conversations the page lists, the latest
 // first; an older one comes back to the top with its next message.
 const convListSize = 200
+
+// previewChars is how much of a conversation's last message the list
+// shows: the page draws one line of it, and 200 conversations that each
+// ended with 10,000 four-byte characters made a page of 4 MB.
+const previewChars = 200
+
+// preview is the start of text the conversation list shows: its first
+// previewChars characters, then an ellipsis.
+func preview(text string) string {
+	n := 0
+	for i := range text {
+		if n == previewChars {
+			return text[:i] + "…"
+		}
+		n++
+	}
+	return text
+}
 
 func (c *Console) messageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+Prefix+"/messages", c.page(member, c.messagesPage))
@@ -82,13 +101,17 @@ func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, q *req) e
 		if err != nil {
 			return err
 		}
-		data.More = len(convs) == convListSize
 		if data.Phone == "" && len(convs) > 0 {
 			data.Phone = convs[0].Phone
 		}
+		text := 0
 		for _, cv := range convs {
-			data.Convs = append(data.Convs, convRow{Phone: cv.Phone, Last: cv.LastMessage, Direction: cv.Direction, Count: cv.MessageCount, Current: cv.Phone == data.Phone})
+			text += len(cv.LastMessage)
+			data.Convs = append(data.Convs, convRow{Phone: cv.Phone, Last: preview(cv.LastMessage), Direction: cv.Direction, Count: cv.MessageCount, Current: cv.Phone == data.Phone})
 		}
+		// The list is the latest convListSize, or fewer where the store
+		// ended it at store.ConversationsText of last messages.
+		data.More = len(convs) == convListSize || text >= store.ConversationsText
 		if data.Phone != "" {
 			if data.Thread, err = c.thread(r, q, fp, data.Phone); err != nil {
 				return err

@@ -25,7 +25,13 @@ type Relayed struct {
 	refused bool       // guarded by mu
 	// stalled is set by Stall: the copies drop what they read.
 	stalled atomic.Bool
+	// fromDB counts the bytes the database sent through the relay.
+	fromDB atomic.Int64
 }
+
+// FromDatabase is how many bytes the database has sent through the relay
+// so far: what its clients were sent, whether they read it or not.
+func (r *Relayed) FromDatabase() int64 { return r.fromDB.Load() }
 
 // Relay opens a relay to the database at dbURL (one of URL's); it closes
 // with the test.
@@ -72,8 +78,8 @@ func Relay(t testing.TB, dbURL string) *Relayed {
 				db.Close()
 				continue
 			}
-			wg.Go(func() { r.copy(db, c); db.Close() })
-			wg.Go(func() { r.copy(c, db); c.Close() })
+			wg.Go(func() { r.copy(db, c, nil); db.Close() })
+			wg.Go(func() { r.copy(c, db, &r.fromDB); c.Close() })
 		}
 	})
 	t.Cleanup(func() {
@@ -97,12 +103,16 @@ func (r *Relayed) Cut() {
 }
 
 // copy forwards what src sends to dst until either fails or closes,
-// dropping it instead while the relay is stalled.
-func (r *Relayed) copy(dst, src net.Conn) {
+// dropping it instead while the relay is stalled; count, when set, counts
+// the bytes forwarded.
+func (r *Relayed) copy(dst, src net.Conn, count *atomic.Int64) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 && !r.stalled.Load() {
+			if count != nil {
+				count.Add(int64(n))
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/simrelay/simrelay/store"
+
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -13,7 +15,8 @@ import (
 const exportScanLimit = 4096
 
 // CompanyMessagesAfter returns up to limit messages of the company with ids
-// above after, oldest first, in one short read transaction. next is the id to
+// above after, oldest first, up to the one whose text brings the page's to
+// store.ExportPageText, in one short read transaction. next is the id to
 // continue after, and done says the store has no more messages. A page may be
 // empty without being the last: each looks at a bounded number of records.
 //
@@ -23,7 +26,7 @@ func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs [
 	next = after
 	err = s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketMessages).Cursor()
-		scanned := 0
+		scanned, text := 0, 0
 		k, v := c.Seek(itob(after + 1))
 		for ; k != nil; k, v = c.Next() {
 			if len(msgs) >= limit || scanned >= exportScanLimit {
@@ -43,6 +46,9 @@ func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs [
 				return fmt.Errorf("message %d: %w", next, err)
 			}
 			msgs = append(msgs, m)
+			if text += len(m.Text); text >= store.ExportPageText {
+				return nil // not done: next is this message's id
+			}
 		}
 		done = true
 		return nil
@@ -72,13 +78,14 @@ func (s *Store) LastMessageID() (uint64, error) {
 
 // ConversationsAfter returns up to limit of a device's conversations (company
 // and device id) whose number sorts after the given one ("" for the first
-// page), in number order.
+// page), in number order, up to the one whose last message brings their
+// texts to store.ExportPageText (store.ExportPageFull says to read on).
 func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]Conversation, error) {
 	var out []Conversation
 	err := s.view(func(tx *bolt.Tx) error {
 		prefix := devKey(companyID, deviceID)
 		c := tx.Bucket(bucketConversations).Cursor()
-		start := prefix
+		start, text := prefix, 0
 		if after != "" {
 			start = convKey(companyID, deviceID, after)
 		}
@@ -91,6 +98,9 @@ func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, lim
 				return err
 			}
 			out = append(out, cv)
+			if text += len(cv.LastMessage); text >= store.ExportPageText {
+				break
+			}
 		}
 		return nil
 	})

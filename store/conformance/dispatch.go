@@ -69,6 +69,7 @@ func Dispatch(t *testing.T, open Opener[DispatchStore]) {
 		{"Conversations", dispatchConversations},
 		{"ConversationsBoundedByText", dispatchConversationsBoundedByText},
 		{"CompanyMessagesAfter", dispatchCompanyMessagesAfter},
+		{"ExportPagesBoundedByText", dispatchExportPagesBoundedByText},
 	} {
 		t.Run(c.name, func(t *testing.T) { t.Parallel(); c.run(t, open(t)) })
 	}
@@ -951,6 +952,69 @@ func dispatchConversationsBoundedByText(t *testing.T, s DispatchStore) {
 	}
 	if convs, err := s.Conversations(c.ID, d.Fingerprint, 3); err != nil || len(convs) != 3 {
 		t.Fatalf("limit 3: %d conversations (%v), want 3", len(convs), err)
+	}
+}
+
+// dispatchExportPagesBoundedByText: a page of an export's conversations or
+// messages ends with the one whose text brings the page to
+// store.ExportPageText, whatever its limit, and says so (a conversation
+// page is cut at the bound, a message page is not done), so that a device
+// whose conversations each end with a long inbound text (10,000 characters
+// of four bytes) is read a megabyte at a time, not 500 times 40 KB; paging
+// on still reads every one, and the limit applies below the bound.
+func dispatchExportPagesBoundedByText(t *testing.T, s DispatchStore) {
+	c, _ := Company(t, s)
+	d := Device(t, s, c.ID, fmt.Sprintf("fp-%d", unique()))
+	text := strings.Repeat("\U0001F600", 10000) // 40,000 bytes
+	fit := (store.ExportPageText + len(text) - 1) / len(text)
+	all := fit + 5
+	var ids []uint64
+	for i := range all {
+		ids = append(ids, dispatchReceive(t, s, d, fmt.Sprintf("+1555%07d", i), text, fmt.Sprintf("long-%d", i), T0.Add(time.Duration(i)*time.Second)).ID)
+	}
+	page, err := s.ConversationsAfter(c.ID, d.ID, "", 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != fit || !store.ExportPageFull(page, 500) {
+		t.Fatalf("a page of %d conversations of %d bytes each (full: %v), want %d (%d bytes of text), full", len(page), len(text), store.ExportPageFull(page, 500), fit, store.ExportPageText)
+	}
+	seen := len(page)
+	for pages := 0; store.ExportPageFull(page, 500); pages++ {
+		if pages > all {
+			t.Fatal("the conversation pages never end")
+		}
+		if page, err = s.ConversationsAfter(c.ID, d.ID, page[len(page)-1].Phone, 500); err != nil {
+			t.Fatal(err)
+		}
+		seen += len(page)
+	}
+	if seen != all {
+		t.Fatalf("paged %d conversations, want %d", seen, all)
+	}
+	if page, err := s.ConversationsAfter(c.ID, d.ID, "", 3); err != nil || len(page) != 3 || !store.ExportPageFull(page, 3) {
+		t.Fatalf("limit 3: %d conversations (%v), want 3, full", len(page), err)
+	}
+
+	msgs, next, done, err := s.CompanyMessagesAfter(c.ID, 0, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != fit || done || next != ids[fit-1] {
+		t.Fatalf("a page of %d messages of %d bytes each (done %v, next %d), want %d (%d bytes of text), not done, next %d", len(msgs), len(text), done, next, fit, store.ExportPageText, ids[fit-1])
+	}
+	got := len(msgs)
+	for pages := 0; !done; pages++ {
+		if pages > all {
+			t.Fatal("the message pages never end")
+		}
+		if msgs, next, done, err = s.CompanyMessagesAfter(c.ID, next, 500); err != nil {
+			t.Fatal(err)
+		}
+		got += len(msgs)
+	}
+	if got != all {
+		t.Fatalf("paged %d messages, want %d", got, all)
 	}
 }
 

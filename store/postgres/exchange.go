@@ -119,11 +119,14 @@ func (s *Store) History(companyID uint64, device, phone string, page, limit int)
 }
 
 // conversationsOf reads conversations of a device registration with their
-// newest messages, in the order and bounds the clause gives, and up to the
-// one whose last message brings their texts to textBound bytes (0: no
-// such bound).
-func conversationsOf(t *txn, textBound int, clause string, args ...any) ([]store.Conversation, error) {
-	rows, err := t.query(`SELECT c.phone, c.messages, m.rec FROM conversations c JOIN messages m ON m.id = c.last_id `+clause, args...)
+// newest messages (a query that selects a conversation's phone and count
+// and its last message's record), in the order and bounds the query
+// gives, and up to the one whose last message brings their texts to
+// textBound bytes (0: no such bound). The query itself ends at that one
+// (a window's sum of the texts before each row), so the rows past it are
+// never sent; the bound here is what says a page was cut.
+func conversationsOf(t *txn, textBound int, query string, args ...any) ([]store.Conversation, error) {
+	rows, err := t.query(query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +168,14 @@ func (s *Store) Conversations(companyID uint64, device string, limit int) ([]sto
 		if limit > 0 {
 			bound = limit
 		}
-		out, err = conversationsOf(t, store.ConversationsText, "WHERE c.company_id = $1 AND c.device_id = $2 ORDER BY c.last_id DESC LIMIT $3", id(companyID), id(d.ID), bound)
+		// As ConversationsAfter: the rows past the one that brings the
+		// texts to store.ConversationsText are left in the database.
+		out, err = conversationsOf(t, store.ConversationsText, `SELECT p.phone, p.messages, m.rec FROM (SELECT l.phone, l.messages, l.last_id,
+			coalesce(sum(l.text) OVER (ORDER BY l.last_id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+			FROM (SELECT c.phone, c.messages, c.last_id, octet_length(m.rec->>'text') AS text FROM conversations c JOIN messages m ON m.id = c.last_id
+			WHERE c.company_id = $1 AND c.device_id = $2 ORDER BY c.last_id DESC LIMIT $3) l) p
+			JOIN messages m ON m.id = p.last_id WHERE p.before < $4 ORDER BY p.last_id DESC`,
+			id(companyID), id(d.ID), bound, store.ConversationsText)
 		return err
 	})
 	if err != nil {
@@ -176,13 +186,21 @@ func (s *Store) Conversations(companyID uint64, device string, limit int) ([]sto
 
 // ConversationsAfter returns up to limit of a device's conversations (company
 // and device id) whose number sorts after the given one ("" for the first
-// page), in number order.
+// page), in number order, up to the one whose last message brings their
+// texts to store.ExportPageText (store.ExportPageFull says to read on).
 func (s *Store) ConversationsAfter(companyID, deviceID uint64, after string, limit int) ([]store.Conversation, error) {
 	var out []store.Conversation
 	err := s.read(fmt.Sprintf("conversations of device %d", deviceID), func(t *txn) error {
 		var err error
-		out, err = conversationsOf(t, 0, "WHERE c.company_id = $1 AND c.device_id = $2 AND c.phone > $3 ORDER BY c.phone LIMIT $4",
-			id(companyID), id(deviceID), after, limit)
+		// The rows after the one that brings the page's texts to
+		// store.ExportPageText are left in the database (before: the
+		// texts of the rows ahead of each), not sent to be dropped.
+		out, err = conversationsOf(t, store.ExportPageText, `SELECT p.phone, p.messages, m.rec FROM (SELECT l.phone, l.messages, l.last_id,
+			coalesce(sum(l.text) OVER (ORDER BY l.phone ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+			FROM (SELECT c.phone, c.messages, c.last_id, octet_length(m.rec->>'text') AS text FROM conversations c JOIN messages m ON m.id = c.last_id
+			WHERE c.company_id = $1 AND c.device_id = $2 AND c.phone > $3 ORDER BY c.phone LIMIT $4) l) p
+			JOIN messages m ON m.id = p.last_id WHERE p.before < $5 ORDER BY p.phone`,
+			id(companyID), id(deviceID), after, limit, store.ExportPageText)
 		return err
 	})
 	if err != nil {
@@ -210,24 +228,30 @@ func (s *Store) LastMessageID() (uint64, error) {
 // the id after instead, which for the export's last page of a company whose
 // messages are older than the others' read every message stored since
 // (TestCompanyExportReadsOneCompany).
-const companyMessagesAfterSQL = `SELECT rec FROM messages WHERE company_id >= $1 AND company_id <= $1 AND id > $2
-	ORDER BY company_id, id LIMIT $3`
+const companyMessagesAfterSQL = `SELECT rec FROM (SELECT l.id, l.rec, coalesce(sum(octet_length(l.rec->>'text')) OVER
+		(ORDER BY l.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+	FROM (SELECT id, rec FROM messages WHERE company_id >= $1 AND company_id <= $1 AND id > $2
+		ORDER BY company_id, id LIMIT $3) l) p WHERE p.before < $4 ORDER BY p.id`
 
 // CompanyMessagesAfter returns up to limit messages of the company with ids
-// above after, oldest first. next is the id to continue after, and done
-// says the company has no more messages.
+// above after, oldest first, up to the one whose text brings the page's to
+// store.ExportPageText. next is the id to continue after, and done says
+// the company has no more messages.
 func (s *Store) CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []store.Message, next uint64, done bool, err error) {
 	err = s.read(fmt.Sprintf("messages of company %d", companyID), func(t *txn) error {
 		var err error
-		msgs, err = getRecs[store.Message](t, companyMessagesAfterSQL, id(companyID), id(after), limit)
+		// A page ends with the message that brings its texts to
+		// store.ExportPageText; the rows after it stay in the database.
+		msgs, err = getRecs[store.Message](t, companyMessagesAfterSQL, id(companyID), id(after), limit, store.ExportPageText)
 		return err
 	})
 	if err != nil {
 		return nil, after, false, err
 	}
 	next = after
-	if len(msgs) > 0 {
-		next = msgs[len(msgs)-1].ID
+	text := 0
+	for _, m := range msgs {
+		next, text = m.ID, text+len(m.Text)
 	}
-	return msgs, next, len(msgs) < limit, nil
+	return msgs, next, len(msgs) < limit && text < store.ExportPageText, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+
+	"github.com/simrelay/simrelay/store"
 )
 
 // quietCompany stores company 1's 30,000 messages, half of them inbound,
@@ -77,7 +79,7 @@ func TestCompanyExportReadsOneCompany(t *testing.T) {
 	t.Parallel()
 	s := quietCompany(t)
 	for _, after := range []int64{0, 29900, 30000} {
-		rows, passed := explained(t, s, companyMessagesAfterSQL, int64(1), after, 1000)
+		rows, passed := explained(t, s, companyMessagesAfterSQL, int64(1), after, 1000, int64(store.ExportPageText))
 		if want := float64(min(1000, 30000-after)); passed > 0 || rows != want {
 			t.Errorf("company 1's export after %d: %v rows, %d rows of other companies read and passed over; want %v and none", after, rows, passed, want)
 		}
