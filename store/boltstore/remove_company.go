@@ -435,17 +435,11 @@ func (s *Store) ClosingCompanies() ([]uint64, error) {
 	err := s.view(func(tx *bolt.Tx) error {
 		ids = nil
 		return tx.Bucket(bucketCompanies).ForEach(func(k, v []byte) error {
-			if !bytes.Contains(v, closingMark) {
-				return nil
-			}
-			var co Company
-			if err := jsonUnmarshal(v, &co); err != nil {
-				return err
-			}
-			if !co.ClosingAt.IsZero() {
+			closing, err := markedClosing(v)
+			if closing {
 				ids = append(ids, btoi(k))
 			}
-			return nil
+			return err
 		})
 	})
 	if err != nil {
@@ -461,22 +455,28 @@ func (s *Store) ClosingCompanies() ([]uint64, error) {
 // else ties to a live device, user or number (an opt-out, a company mail,
 // a pairing code, a pool, a webhook set) is not written under a company
 // that is gone or going, by a request that checked its credential before
-// the removal's first step took it. Only a record that carries the mark
-// is decoded.
+// the removal's first step took it.
 func companyOpen(tx *bolt.Tx, companyID uint64) error {
 	v := tx.Bucket(bucketCompanies).Get(itob(companyID))
 	if v == nil {
 		return fmt.Errorf("company %d: %w", companyID, ErrNotFound)
 	}
+	closing, err := markedClosing(v)
+	if closing {
+		return fmt.Errorf("company %d is closing: %w", companyID, ErrNotFound)
+	}
+	return err
+}
+
+// markedClosing says whether a company's record carries the closing mark,
+// decoding only a record whose bytes hold its key.
+func markedClosing(v []byte) (bool, error) {
 	if !bytes.Contains(v, closingMark) {
-		return nil
+		return false, nil
 	}
 	var co Company
 	if err := jsonUnmarshal(v, &co); err != nil {
-		return err
+		return false, err
 	}
-	if !co.ClosingAt.IsZero() {
-		return fmt.Errorf("company %d is closing: %w", companyID, ErrNotFound)
-	}
-	return nil
+	return !co.ClosingAt.IsZero(), nil
 }
