@@ -3,12 +3,8 @@ package account_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
-	"time"
 
-	"github.com/simrelay/simrelay/account"
-	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/boltstore"
@@ -22,26 +18,15 @@ import (
 func TestSignInRacingACompanyRemoval(t *testing.T) {
 	t.Parallel()
 	for _, how := range []string{"login", "console"} {
-		bolt, err := boltstore.Open(t.TempDir(), boltstore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { bolt.Close() })
+		bolt := openStore(t)
 		st := &resetDuringLogin{Store: bolt}
-		clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-		svc, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, nil, slog.New(slog.DiscardHandler), clk.Now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, u, _, err := svc.CreateCompany("Acme", account.OwnerInput{FirstName: "Ana", Email: raceEmail, Password: raceOld})
-		if err != nil {
-			t.Fatal(err)
-		}
+		svc, u, _ := raceAccount(t, st)
 		st.reset = func() {
 			st.reset = nil
 			conformance.RemoveCompany(t, bolt, u.CompanyID, 1000)
 		}
 		ctx := context.Background()
+		var err error
 		if how == "login" {
 			_, err = svc.Login(ctx, raceEmail, raceOld)
 		} else {
@@ -79,21 +64,9 @@ func (s removalBeforeLink) PutOneTimeToken(hash []byte, t store.OneTimeToken) er
 // answer tells no address from another), its link not stored.
 func TestResetRacingACompanyRemoval(t *testing.T) {
 	t.Parallel()
-	bolt, err := boltstore.Open(t.TempDir(), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bolt.Close() })
+	bolt := openStore(t)
 	st := &removalBeforeLink{Store: bolt}
-	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	svc, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, nil, slog.New(slog.DiscardHandler), clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, u, _, err := svc.CreateCompany("Acme", account.OwnerInput{FirstName: "Ana", Email: raceEmail, Password: raceOld})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, u, _ := raceAccount(t, st)
 	st.remove = func() {
 		st.remove = nil
 		conformance.RemoveCompany(t, bolt, u.CompanyID, 1000)

@@ -47,21 +47,9 @@ const raceEmail, raceOld, raceNew = "owner@acme.test", "Old password 1", "New pa
 
 func newRaceFixture(t *testing.T) raceFixture {
 	t.Helper()
-	bolt, err := boltstore.Open(t.TempDir(), boltstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { bolt.Close() })
+	bolt := openStore(t)
 	st := &resetDuringLogin{Store: bolt}
-	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	svc, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, nil, slog.New(slog.DiscardHandler), clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, u, _, err := svc.CreateCompany("Acme", account.OwnerInput{FirstName: "Ana", Email: raceEmail, Password: raceOld})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, u, clk := raceAccount(t, st)
 	// The owner's reset link, stored as ForgotPassword stores one (by its SHA-256).
 	const link = "reset-link-token-of-the-owner-0123456789"
 	h := sha256.Sum256([]byte(link))
@@ -75,6 +63,22 @@ func newRaceFixture(t *testing.T) raceFixture {
 		}
 	}
 	return raceFixture{svc: svc, st: st}
+}
+
+// raceAccount is an account service on st (the real store with one
+// interleaving forced), its clock, and the owner of its one company.
+func raceAccount(t *testing.T, st account.Store) (*account.Service, store.User, *testclock.Clock) {
+	t.Helper()
+	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	svc, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, nil, slog.New(slog.DiscardHandler), clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, u, _, err := svc.CreateCompany("Acme", account.OwnerInput{FirstName: "Ana", Email: raceEmail, Password: raceOld})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, u, clk
 }
 
 // Whoever knows the old password and logs in while the owner resets it
