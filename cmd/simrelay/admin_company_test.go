@@ -22,10 +22,7 @@ import (
 func TestAdminDeleteCompany(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
-	run := func(args ...string) (int, string, string) {
-		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
-	}
-	acmeID, _ := adminCompany(t, run, "Acme", "you@example.com")
+	acmeID, _ := adminCompany(t, func(args ...string) (int, string, string) { return st.admin(t, args...) }, "Acme", "you@example.com")
 	b := openTestBackend(t, st)
 	gone := conformance.FillCompany(t, b)
 	kept := conformance.FillCompany(t, b)
@@ -50,7 +47,7 @@ func TestAdminDeleteCompany(t *testing.T) {
 		{[]string{"--company", "999999", "--confirm", name}, 1, "no company 999999"},
 		{[]string{"--company", id, "--confirm", name}, 1, "pays through the Stripe subscription sub_fill_"},
 	} {
-		code, out, errOut := run(append([]string{"delete-company"}, c.args...)...)
+		code, out, errOut := st.admin(t, append([]string{"delete-company"}, c.args...)...)
 		if code != c.code || out != "" || !strings.Contains(errOut, c.want) {
 			t.Errorf("delete-company %v: exit %d %q %q, want %d and %q", c.args, code, out, errOut, c.code, c.want)
 		}
@@ -73,15 +70,10 @@ func TestAdminDeleteCompany(t *testing.T) {
 	b.Close()
 	if !storetest.Postgres() {
 		// Ctrl-C before a step: it stops there, saying so.
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		var out, errb bytes.Buffer
-		if code := admin(ctx, append([]string{"delete-company", "--company", id, "--confirm", name}, st.args()...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "run the same command again to finish") {
-			t.Errorf("delete-company stopped: exit %d %q, want 1 and how to finish", code, errb.String())
-		}
+		stoppedBeforeAStep(t, st, id, name)
 	}
 
-	code, out, errOut := run("delete-company", "--company", id, "--confirm", name)
+	code, out, errOut := st.admin(t, "delete-company", "--company", id, "--confirm", name)
 	if code != 0 {
 		t.Fatalf("delete-company: exit %d %q %q, want 0", code, out, errOut)
 	}
@@ -101,7 +93,7 @@ func TestAdminDeleteCompany(t *testing.T) {
 		t.Errorf("company %d after another's removal: %v", acmeID, err)
 	}
 	b.Close()
-	if code, _, errOut := run("delete-company", "--company", id, "--confirm", name); code != 1 || !strings.Contains(errOut, "no company "+id) {
+	if code, _, errOut := st.admin(t, "delete-company", "--company", id, "--confirm", name); code != 1 || !strings.Contains(errOut, "no company "+id) {
 		t.Errorf("delete-company again: exit %d %q, want 1 and no company %s", code, errOut, id)
 	}
 }
@@ -114,9 +106,6 @@ func TestAdminDeleteCompany(t *testing.T) {
 func TestAdminDeleteCompanyOpenCheckout(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
-	run := func(args ...string) (int, string, string) {
-		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
-	}
 	b := openTestBackend(t, st)
 	f := conformance.FillCompany(t, b)
 	expires := time.Now().Add(20 * time.Hour).UTC().Truncate(time.Second)
@@ -137,7 +126,7 @@ func TestAdminDeleteCompanyOpenCheckout(t *testing.T) {
 		{nil, 1, "expire it in the Stripe dashboard"},
 		{[]string{"--expired-checkout", "cs_test_other"}, 1, "--expired-checkout cs_test_other is not the company's checkout, cs_test_open"},
 	} {
-		code, out, errOut := run(append([]string{"delete-company", "--company", id, "--confirm", name}, c.args...)...)
+		code, out, errOut := st.admin(t, append([]string{"delete-company", "--company", id, "--confirm", name}, c.args...)...)
 		if code != c.code || out != "" || !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "nothing was removed") {
 			t.Errorf("delete-company %v: exit %d %q %q, want %d and %q", c.args, code, out, errOut, c.code, c.want)
 		}
@@ -145,7 +134,7 @@ func TestAdminDeleteCompanyOpenCheckout(t *testing.T) {
 	b = openTestBackend(t, st)
 	conformance.CheckKept(t, b, f)
 	b.Close()
-	if code, out, errOut := run("delete-company", "--company", id, "--confirm", name, "--expired-checkout", "cs_test_open"); code != 0 {
+	if code, out, errOut := st.admin(t, "delete-company", "--company", id, "--confirm", name, "--expired-checkout", "cs_test_open"); code != 0 {
 		t.Fatalf("delete-company --expired-checkout: exit %d %q %q, want 0", code, out, errOut)
 	}
 	b = openTestBackend(t, st)
@@ -162,9 +151,6 @@ func TestAdminDeleteCompanyOpenCheckout(t *testing.T) {
 func TestAdminDeleteCompanyCheckoutBeingOpened(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
-	run := func(args ...string) (int, string, string) {
-		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
-	}
 	b := openTestBackend(t, st)
 	f := conformance.FillCompany(t, b)
 	claim := func(at time.Time) error {
@@ -179,7 +165,7 @@ func TestAdminDeleteCompanyCheckoutBeingOpened(t *testing.T) {
 	}
 	b.Close()
 	id, name := fmt.Sprint(f.Company.ID), f.Company.Name
-	code, out, errOut := run("delete-company", "--company", id, "--confirm", name)
+	code, out, errOut := st.admin(t, "delete-company", "--company", id, "--confirm", name)
 	if code != 1 || out != "" || !strings.Contains(errOut, "a Stripe checkout is being opened for company "+id) || !strings.Contains(errOut, "nothing was removed") {
 		t.Fatalf("delete-company while a checkout is being opened: exit %d %q %q, want 1, the checkout being opened, nothing removed", code, out, errOut)
 	}
@@ -196,22 +182,30 @@ func TestAdminDeleteCompanyCheckoutBeingOpened(t *testing.T) {
 	if !storetest.Postgres() {
 		// Ctrl-C before the first step: the removal began, so a claim
 		// taken now is refused by the store.
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		var out, errb bytes.Buffer
-		if code := admin(ctx, append([]string{"delete-company", "--company", id, "--confirm", name}, st.args()...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "run the same command again to finish") {
-			t.Fatalf("delete-company stopped: exit %d %q, want 1 and how to finish", code, errb.String())
-		}
+		stoppedBeforeAStep(t, st, id, name)
 		b = openTestBackend(t, st)
 		if err := claim(time.Now()); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("a checkout claim after the removal began: %v, want ErrNotFound", err)
 		}
 		b.Close()
 	}
-	if code, out, errOut := run("delete-company", "--company", id, "--confirm", name); code != 0 {
+	if code, out, errOut := st.admin(t, "delete-company", "--company", id, "--confirm", name); code != 0 {
 		t.Fatalf("delete-company once the claim lapsed: exit %d %q %q, want 0", code, out, errOut)
 	}
 	b = openTestBackend(t, st)
 	conformance.CheckRemoved(t, b, f)
 	b.Close()
+}
+
+// stoppedBeforeAStep runs delete-company of the company id named name with
+// its context ended (Ctrl-C) before the first step: it stops there, exit
+// 1, saying how to finish.
+func stoppedBeforeAStep(t *testing.T, st testStore, id, name string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errb bytes.Buffer
+	if code := admin(ctx, append([]string{"delete-company", "--company", id, "--confirm", name}, st.args()...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "run the same command again to finish") {
+		t.Fatalf("delete-company stopped: exit %d %q, want 1 and how to finish", code, errb.String())
+	}
 }

@@ -37,9 +37,7 @@ func openTestBackend(t *testing.T, st testStore) store.Backend {
 func TestAdminDeleteDeviceNoPathCanName(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
-	admin := func(args ...string) (int, string, string) {
-		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
-	}
+	admin := func(args ...string) (int, string, string) { return st.admin(t, args...) }
 	acmeID, acmeUser := adminCompany(t, admin, "Acme", "you@example.com")
 	otherID, _ := adminCompany(t, admin, "Other", "boss@other.example")
 	b := openTestBackend(t, st)
@@ -123,9 +121,7 @@ func adminCompany(t *testing.T, admin func(...string) (int, string, string), nam
 func TestAdminDeleteDeviceWritesTheFailedEvents(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
-	admin := func(args ...string) (int, string, string) {
-		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
-	}
+	admin := func(args ...string) (int, string, string) { return st.admin(t, args...) }
 	acmeID, acmeUser := adminCompany(t, admin, "Acme", "you@example.com")
 	b := openTestBackend(t, st)
 	now := time.Now().UTC()

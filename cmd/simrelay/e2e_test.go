@@ -56,6 +56,12 @@ func (s testStore) args() []string {
 	return []string{"--data-dir", s.dir, "--database-url", s.databaseURL}
 }
 
+// admin runs simrelay admin with args on the store; it answers as runCmd.
+func (s testStore) admin(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runCmd(t, append(append([]string{"admin"}, args...), s.args()...)...)
+}
+
 // readUser reads a user of st back, with no server running on it.
 func readUser(t *testing.T, st testStore, id uint64) store.User {
 	t.Helper()

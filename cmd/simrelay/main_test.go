@@ -356,9 +356,7 @@ func TestServeOnEveryAddressWithAPublicURL(t *testing.T) {
 func TestAdminCreateCompany(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
-	admin := func(args ...string) (int, string, string) {
-		return runCmd(t, append(append([]string{"admin"}, args...), st.args()...)...)
-	}
+	admin := func(args ...string) (int, string, string) { return st.admin(t, args...) }
 	code, out, errOut := admin("create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123")
 	if code != 0 {
 		t.Fatalf("got exit %d: %s", code, errOut)
