@@ -43,9 +43,8 @@ type Unlinker interface {
 // gives a deleted device (4503); nothing waits for their last seen, which
 // goes with the device. The rest is for the server's background work
 // (RunClosings), which finishes every company marked closing, after a
-// restart too. A step that
-// fails leaves the company closing: the background work takes it from
-// there, and the error is returned.
+// restart too. A step that fails leaves the company closing: the
+// background work takes it from there, and the error is returned.
 func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string, phones Unlinker) (store.Company, error) {
 	if p.ViaAPIKey {
 		return store.Company{}, ErrCloseNeedsUser
@@ -90,8 +89,7 @@ func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string,
 	r, err := s.store.RemoveCompanyStep(c.ID, CloseBatch)
 	if err == nil && r.Done {
 		// A small company goes in this one step: no sweep logs it.
-		s.log.Info("company removed", "company_id", c.ID, "messages", r.Messages, "users", r.Users,
-			"devices", r.Devices, "records", r.Records)
+		s.logRemoved(c.ID, r)
 	}
 	// The store no longer knows the key (or, when the step failed, will
 	// not once the background work runs it); neither may the caches.
@@ -186,7 +184,12 @@ func (s *Service) finishClosings(ctx context.Context) {
 			s.log.Debug("company's removal finished by another run", "company_id", id)
 			continue
 		}
-		s.log.Info("company removed", "company_id", id, "messages", total.Messages, "users", total.Users,
-			"devices", total.Devices, "records", total.Records)
+		s.logRemoved(id, total)
 	}
+}
+
+// logRemoved logs the end of a company's removal with what it removed.
+func (s *Service) logRemoved(companyID uint64, r store.CompanyRemoval) {
+	s.log.Info("company removed", "company_id", companyID, "messages", r.Messages, "users", r.Users,
+		"devices", r.Devices, "records", r.Records)
 }
