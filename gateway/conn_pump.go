@@ -93,7 +93,13 @@ func (c *conn) pumpSMS() {
 					return
 				}
 			}
-			c.hub.noteDispatch(c.dev.ID, j.Seq)
+			if !c.hub.noteDispatch(c, j.Seq) {
+				// A failover holds the device, and c is not the link it
+				// holds: the job may move. The hold pumps c again as it
+				// ends. (A pace reserved above is spent: the next send
+				// waits one more interval, in a rare case.)
+				return
+			}
 			if !c.send(j.Send) { // the pointer: the frame as a value would be a copy on the heap
 				return
 			}

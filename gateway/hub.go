@@ -102,7 +102,7 @@ type Hub struct {
 	// nothing); forgot is when the last two were last pruned, and for how
 	// long they keep (forget.go). All guarded by mu.
 	dispatched map[uint64]dispatchMark
-	holds      map[uint64]chan struct{}
+	holds      map[uint64]*deviceHold
 	endedAt    map[uint64]time.Time
 	forgot     retention.Sweep
 
@@ -155,7 +155,7 @@ func (h *Hub) running() string {
 func New(cfg Config, devices Devices, intake Intake, log *slog.Logger, now func() time.Time) *Hub {
 	cfg.defaults()
 	return &Hub{cfg: cfg, devices: devices, intake: intake, log: log, now: now, pings: newPinger(cfg.PingInterval), conns: map[string]*conn{}, links: map[*conn]struct{}{},
-		dispatched: map[uint64]dispatchMark{}, holds: map[uint64]chan struct{}{}, endedAt: map[uint64]time.Time{},
+		dispatched: map[uint64]dispatchMark{}, holds: map[uint64]*deviceHold{}, endedAt: map[uint64]time.Time{},
 		paces: map[uint64]*devicePace{}, forgot: retention.Sweep{Life: cfg.JobLife}}
 }
 

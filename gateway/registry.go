@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -21,7 +22,7 @@ func (h *Hub) register(c *conn) (old *conn, ok bool) {
 		// A failover is moving the device's queued jobs: the new link
 		// reads its queue once they are gone.
 		h.mu.Unlock()
-		<-hold
+		<-hold.done
 		h.mu.Lock()
 	}
 	if h.draining || c.closed() {
@@ -56,13 +57,36 @@ func (h *Hub) unregister(c *conn) {
 	}
 }
 
-// noteDispatch records that the job at queue place seq of the device is
-// about to be written to a link.
-func (h *Hub) noteDispatch(deviceID, seq uint64) {
+// noteDispatch records that the job at queue place seq of c's device is
+// about to be written to c. It refuses (false: c writes no job now) while
+// a failover holds the device and c is not the link the hold holds: a
+// link the device's registered one displaced, open until that one's
+// second look ends (or given its place back by it). The hold pumps c
+// again as it ends.
+func (h *Hub) noteDispatch(c *conn, seq uint64) bool {
 	now := h.now()
+	id := c.dev.ID
 	h.mu.Lock()
-	h.dispatched[deviceID] = dispatchMark{upTo: max(seq, h.dispatched[deviceID].upTo), at: now}
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	if hold := h.holds[id]; hold != nil && hold.link != c {
+		if !slices.Contains(hold.refused, c) {
+			hold.refused = append(hold.refused, c)
+		}
+		return false
+	}
+	h.dispatched[id] = dispatchMark{upTo: max(seq, h.dispatched[id].upTo), at: now}
+	return true
+}
+
+// deviceHold is a failover's hold on a device (HoldDevice): done is
+// closed as it ends; link is the device's registered link when it began
+// (nil: none), whose pumps wait on its pumpMu; refused are the device's
+// other links whose pump found the device held (noteDispatch), pumped
+// again as it ends. Guarded by hub.mu.
+type deviceHold struct {
+	done    chan struct{}
+	link    *conn
+	refused []*conn
 }
 
 // OfflineSince is when the device's last link ended since the hub
@@ -82,34 +106,41 @@ func (h *Hub) OfflineSince(fingerprint string, deviceID uint64) time.Time {
 	return h.endedAt[deviceID]
 }
 
-// HoldDevice runs fn while no link of the device can write a job: a live
-// link's pump waits, and a new link's registration waits until fn
-// returns. fn gets the highest queue place written to any of the
-// device's links since the hub started (jobs above it were never handed
-// to a phone by this process) and whether a link is live. The hold is of
-// the device (its id): the fingerprint's link here of another device (one
-// deleted whose link is not closed yet, or one paired again under the
-// fingerprint after a delete) is neither held nor counted as live, and a
-// registration of that other device does not wait.
+// HoldDevice runs fn while no link of the device can write a job: the
+// registered link's pump waits, any other open link of the device (one
+// the registered link displaced, open until that one's second look ends)
+// writes no job and pumps again once fn returned (noteDispatch), and a
+// new link's registration waits until fn returns. fn gets the highest
+// queue place written to any of the device's links since the hub started
+// (jobs above it were never handed to a phone by this process) and
+// whether a link is live. The hold is of the device (its id): the
+// fingerprint's link here of another device (one deleted whose link is
+// not closed yet, or one paired again under the fingerprint after a
+// delete) is neither held nor counted as live, and a registration of that
+// other device does not wait.
 func (h *Hub) HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error {
 	h.mu.Lock()
 	for hold := h.holds[deviceID]; hold != nil; hold = h.holds[deviceID] {
 		h.mu.Unlock()
-		<-hold
+		<-hold.done
 		h.mu.Lock()
 	}
-	hold := make(chan struct{})
-	h.holds[deviceID] = hold
 	c := h.conns[fingerprint]
 	if c != nil && c.dev.ID != deviceID {
 		c = nil
 	}
+	hold := &deviceHold{done: make(chan struct{}), link: c}
+	h.holds[deviceID] = hold
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
 		delete(h.holds, deviceID)
+		refused := hold.refused
 		h.mu.Unlock()
-		close(hold)
+		close(hold.done)
+		for _, l := range refused {
+			l.pump() // jobs it found held and did not write; a link closed since writes none
+		}
 	}()
 	if c != nil {
 		c.pumpMu.Lock()
