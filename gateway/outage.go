@@ -68,17 +68,6 @@ func (g *storeGate) answered() {
 	g.isDown.Store(false)
 }
 
-// outage is the error that closed the gate while the store is known to be
-// out of reach; nil otherwise.
-func (g *storeGate) outage() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.down {
-		return nil
-	}
-	return g.err
-}
-
 // refuse says whether an upgrade at now is answered 503 without asking the
 // store, with the error that closed the gate: it is while the store is
 // known to be out of reach, but for one upgrade every probeEvery.

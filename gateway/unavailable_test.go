@@ -609,6 +609,17 @@ func TestSettingsReadReopensTheGate(t *testing.T) {
 	}
 }
 
+// outage is the error that closed the gate while the store is known to be
+// out of reach; nil otherwise.
+func (g *storeGate) outage() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.down {
+		return nil
+	}
+	return g.err
+}
+
 // kickRig links phones named fps, each past its hello (reading frames), on
 // a hub whose store is reached through relay; ids are the devices' ids.
 func kickRig(t *testing.T, fps ...string) (r *rig, relay *pgtest.Relayed, advance func(time.Duration), links []*websocket.Conn, ids []uint64) {
