@@ -49,8 +49,10 @@ type Intake interface {
 	Status(ctx context.Context, dev store.Device, s proto.Status) sms.Report
 	// Inbound stores a message the phone received, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
-	// Pending returns up to limit jobs waiting for the device after the one
-	// with seq after, oldest first.
+	// Pending returns up to limit jobs waiting for the device: those with
+	// a priority first, highest first, from the head of their queue
+	// whatever after is (Seq 0), then the plain jobs after the one with
+	// seq after, oldest first.
 	Pending(ctx context.Context, dev store.Device, after uint64, limit int) ([]sms.Job, error)
 }
 

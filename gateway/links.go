@@ -10,7 +10,7 @@ import (
 // Epochs fences a device's links across the nodes of a cluster
 // (cluster.Gateway): each link registered takes the device's next epoch,
 // and a link whose epoch is no longer the newest is closed with 4009 by
-// the node that holds it (Fence). Nil on one node, where the hub's own
+// the node that holds it (FenceDevice). Nil on one node, where the hub's own
 // map is the only place a link can be.
 type Epochs interface {
 	// Claim makes a link just registered the device's newest across the
@@ -106,7 +106,7 @@ func (h *Hub) DisconnectLink(l Link, code int, reason string) <-chan struct{} {
 	return noWait
 }
 
-// FenceLink is Fence of the link l names only (Links): a link registered
+// FenceLink is FenceDevice of the link l names only (Links): a link registered
 // here since l was listed (that of a device paired again under the
 // fingerprint, whose epochs count from 1 again) is left open.
 func (h *Hub) FenceLink(l Link, newest uint64) {
@@ -127,7 +127,7 @@ func (c *conn) fence(newest uint64) {
 }
 
 // checkFence closes the link if a newer epoch than its own was heard of.
-// Fence stores before it loads, and claim the other way round, so a fence
+// fence stores before it loads, and claim the other way round, so a fence
 // arriving while the link claims is seen by one of the two.
 func (c *conn) checkFence() {
 	if e := c.epoch.Load(); e != 0 && e < c.fencedBy.Load() {

@@ -182,8 +182,10 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	return proto.InboundAck{ClientID: in.ClientID, ID: stored.ID, UUID: stored.UUID}, nil
 }
 
-// Pending returns the device's next jobs after the one with seq after, oldest
-// first; ones whose TTL ended are left for the sweeper to mark expired, and
+// Pending returns the device's next jobs: those with a priority first,
+// highest first, from the head of their queue whatever after is (Seq 0),
+// then the plain jobs after the one with seq after, oldest first; ones
+// whose TTL ended are left for the sweeper to mark expired, and
 // ones to a number that opted out since they were queued are failed, and
 // ones outside their window held, in the store's next shared commit (the
 // store's Pending), which this does not wait for; none of them is sent,
