@@ -166,20 +166,27 @@ func (s *Service) failover(ctx context.Context) []store.Message {
 }
 
 // failoverDevice moves the device's undispatched jobs of pool p (from slot,
-// "" for both) to other members, holding the device's links meanwhile.
+// "" for both) to other members, holding the device's links meanwhile. It
+// returns every job a move committed, even when the hold then failed: a
+// cluster's hold is a transaction of its own, which runs fn again when it
+// is retried and may fail as it commits, while each move commits in its
+// own; a job moved and not returned is never told, nor its new device's
+// link woken.
 func (s *Service) failoverDevice(d poolDevice, p store.Pool, slot, reason string, down map[uint64]bool, now time.Time) []store.Message {
 	var moved []store.Message
 	err := s.hub.HoldDevice(d.fingerprint, d.deviceID, func(upTo uint64, _ bool) error {
-		var err error
-		moved, err = s.store.Failover(store.FailoverInput{
+		ms, err := s.store.Failover(store.FailoverInput{
 			CompanyID: d.companyID, DeviceID: d.deviceID, Slot: slot, After: max(upTo, s.startSeq),
 			Reason: reason, Down: down, Pools: map[uint64]bool{p.ID: true}, Limit: failoverBatch,
 		}, slotCheck, now)
-		return err
+		if err != nil {
+			return err
+		}
+		moved = append(moved, ms...)
+		return nil
 	})
 	if err != nil {
-		s.log.Error("failover", "device", d.fingerprint, "err", err)
-		return nil
+		s.log.Error("failover", "device", d.fingerprint, "moved", len(moved), "err", err)
 	}
 	return moved
 }
