@@ -21,7 +21,8 @@ import (
 // dispatch mark it read, so a job the older link wrote meanwhile would go
 // out from the phone and from the member it moved to. The older link's
 // phone acks its one job (a window of 1) while the device is held, and
-// the refill of its window read the next job and wrote it then.
+// the refill of its window read the next job and wrote it then. Once the
+// hold ends, the older link is pumped again and gets the job.
 func TestHoldDeviceHoldsTheLinkANewerOneDisplaced(t *testing.T) {
 	t.Parallel()
 	look := &lookHeld{at: beforeToken, called: make(chan struct{}), gate: make(chan struct{})}
@@ -84,19 +85,23 @@ func TestHoldDeviceHoldsTheLinkANewerOneDisplaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release() // the newer link passes its look and closes the older one (4009)
+	// Pumped again as the hold ended, the older link gets the job now
+	// (the newer one is still under its look).
 	deadline := time.After(poll.Timeout)
-	for {
+	for pumped := false; !pumped; {
 		select {
 		case g, open := <-frames:
 			if !open {
-				return
+				t.Fatal("the displaced link ended before it got the job")
 			}
-			if s, ok := g.frame.(*proto.Send); ok && g.held {
+			s, ok := g.frame.(*proto.Send)
+			if ok && g.held {
 				t.Fatalf("the displaced link was written job %q while the device was held", s.Message)
 			}
+			pumped = ok && s.Message == "second"
 		case <-deadline:
-			t.Fatal("the displaced link was not closed")
+			t.Fatal("the displaced link was not pumped again once the hold ended")
 		}
 	}
+	release() // the newer link passes its look and closes the older one (4009)
 }
