@@ -131,6 +131,27 @@ func (s *Store) EndOrphanLinks(live time.Duration, limit int, node string) ([]st
 	return out, err
 }
 
+// LeftOnline answers the devices (not deleted) still reported online whose
+// last link ended on a node not live within live, at most limit, in id
+// order. The node where a link ended holds the offline check of its end in
+// its memory, for the grace (device.Presence): a node that died (or
+// stopped) before the check ran took it along, and the device would read
+// online in its record, with no device.offline and no mail, until it
+// linked again. Another node's sweep asks for these, and checks them
+// again. A link still open on a dead node is EndOrphanLinks's.
+func (s *Store) LeftOnline(live time.Duration, limit int) ([]store.Device, error) {
+	var out []store.Device
+	err := s.read("devices left online", func(t *txn) error {
+		var err error
+		out, err = getRecs[store.Device](t, `SELECT d.rec FROM device_links l JOIN devices d ON d.id = l.device_id
+			WHERE l.ended_at IS NOT NULL AND d.deleted_at IS NULL AND d.rec->'health'->>'presence' = $3
+			AND NOT EXISTS (SELECT 1 FROM cluster_nodes n WHERE n.name = l.node AND n.seen_at > now() - make_interval(secs => $1))
+			ORDER BY l.device_id LIMIT $2`, live.Seconds(), limit, store.PresenceOnline)
+		return err
+	})
+	return out, err
+}
+
 // HoldLink runs fn while the device's row of device_links is locked: a
 // link of the device registering on any node meanwhile (ClaimLink) waits
 // until fn returns. fn hears which node holds or last held the device's

@@ -267,3 +267,56 @@ func TestOrphanLinkKeepsItsLastSeen(t *testing.T) {
 		}
 	}
 }
+
+// A device still reported online whose last link ended on a node that is
+// not live (its offline check was in that node's memory) is answered by
+// LeftOnline; one whose link ended on a live node (which holds the check),
+// one linked, one reported offline or deleted is not.
+func TestLeftOnline(t *testing.T) {
+	t.Parallel()
+	s := openURL(t, migrated(t), Options{})
+	const live = 10 * time.Second
+	c, _ := conformance.Company(t, s)
+	for _, n := range []string{"a", "b"} {
+		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := func(fp, node string, open bool, presence string) store.Device {
+		d := conformance.Device(t, s, c.ID, fp)
+		if _, err := s.UpdateDeviceByID(c.ID, d.ID, func(d *store.Device) error {
+			d.Health = &store.DeviceHealth{Presence: presence}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		e, err := s.ClaimLink(d.ID, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !open {
+			if err := s.EndLink(d.ID, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	left := dev("lo-left", "a", false, store.PresenceOnline)
+	dev("lo-live-node", "b", false, store.PresenceOnline)
+	dev("lo-linked", "a", true, store.PresenceOnline)
+	dev("lo-offline", "a", false, store.PresenceOffline)
+	deleted := dev("lo-deleted", "a", false, store.PresenceOnline)
+	if _, err := s.pool.Exec(s.ctx, `UPDATE devices SET deleted_at = now() WHERE id = $1`, int64(deleted.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.LeftOnline(live, 10); err != nil || len(got) != 0 {
+		t.Fatalf("every node live: %v (%v), want none", got, err)
+	}
+	if _, err := s.pool.Exec(s.ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LeftOnline(live, 10)
+	if err != nil || len(got) != 1 || got[0].ID != left.ID {
+		t.Fatalf("a dead: %v (%v), want %s alone", got, err, left.Fingerprint)
+	}
+}
