@@ -169,16 +169,17 @@ type Gateway struct {
 	log      *slog.Logger
 	presence interface{ Down(store.Device) }
 
-	mu       sync.Mutex
-	outKicks map[devKey]bool   // kicks to publish, true for a release; guarded by mu
-	inKicks  map[devKey]bool   // kicks heard, to run here, true for a release; guarded by mu
-	inCtls   []ctl             // controls heard, to run here; guarded by mu
-	inLinks  map[string]uint64 // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
-	orphans  map[uint64]orphan // device id -> the dead node's link this node took over; guarded by mu
-	forgot   retention.Sweep   // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
-	unended  map[uint64]uint64 // device id -> epoch of a link here whose end the database did not take; guarded by mu
-	rechecks map[uint64]bool   // devices left online by a dead node whose offline check this node runs; guarded by mu
-	out, in  chan struct{}     // wake the publisher and the runner
+	mu        sync.Mutex
+	outKicks  map[devKey]bool   // kicks to publish, true for a release; guarded by mu
+	inKicks   map[devKey]bool   // kicks heard, to run here, true for a release; guarded by mu
+	inCtls    []ctl             // controls heard, to run here; guarded by mu
+	inLinks   map[string]uint64 // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
+	orphans   map[uint64]orphan // device id -> the dead node's link this node took over; guarded by mu
+	forgot    retention.Sweep   // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
+	unended   map[uint64]uint64 // device id -> epoch of a link here whose end the database did not take; guarded by mu
+	rechecks  map[uint64]bool   // devices left online by a dead node whose offline check this node runs; guarded by mu
+	rechecked time.Time         // when the sweep last asked for those (recheckLeftOnline); guarded by mu
+	out, in   chan struct{}     // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
 	// broke says this node's beats broke since the last steady sweep (or

@@ -144,9 +144,22 @@ func (g *Gateway) sweep() {
 // device.offline and no mail, until it linked again. Each is handed over
 // once while it is left so (Down again would start its grace again, at
 // every sweep); every live node's sweep does it, and the check reports the
-// device offline once, whichever node runs it first.
+// device offline once, whichever node runs it first. It asks at most once a
+// live window, the time a node's death takes to be seen anyway: the query
+// reads every device reported online (10 ms with 20,000 devices), where
+// the sweep's other statements read only the open links, through an index.
 func (g *Gateway) recheckLeftOnline() {
 	if g.presence == nil {
+		return
+	}
+	now := g.cfg.Now()
+	g.mu.Lock()
+	due := now.Sub(g.rechecked) >= g.cfg.Live
+	if due {
+		g.rechecked = now
+	}
+	g.mu.Unlock()
+	if !due {
 		return
 	}
 	devs, err := g.st.LeftOnline(g.cfg.Live, orphanBatch)
