@@ -208,13 +208,22 @@ func (p *Presence) Down(dev store.Device) {
 // Checked here, a phone reconnecting at the moment the grace ran out, a
 // blip of a second, read as offline for the whole grace: device.offline
 // and the admins' mail for a link that ended a second before.
-func (p *Presence) Resume(linked func(fingerprint string, deviceID uint64) bool) error {
+//
+// linked answers, of the devices given (fingerprint to id), those linked
+// now, in one question for all (the routes' Presence: one statement in a
+// cluster, not one per device).
+func (p *Presence) Resume(linked func(devices map[string]uint64) map[string]time.Time) error {
 	devs, err := p.svc.store.DevicesReportedOnline()
 	if err != nil {
 		return err
 	}
+	ids := make(map[string]uint64, len(devs))
 	for _, d := range devs {
-		if linked(d.Fingerprint, d.ID) {
+		ids[d.Fingerprint] = d.ID
+	}
+	up := linked(ids)
+	for _, d := range devs {
+		if _, ok := up[d.Fingerprint]; ok {
 			continue
 		}
 		p.Down(d)

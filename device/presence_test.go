@@ -167,7 +167,12 @@ func TestResumeLeavesDevicesLinkedElsewhere(t *testing.T) {
 		asked <- fp
 		return false // no link at the check: "elsewhere" is reconnecting then
 	})
-	if err := p.Resume(func(fp string, _ uint64) bool { return fp == elsewhere.Fingerprint }); err != nil {
+	if err := p.Resume(func(devs map[string]uint64) map[string]time.Time {
+		if len(devs) != 2 {
+			t.Errorf("asked which of %v are linked, want both devices", devs)
+		}
+		return map[string]time.Time{elsewhere.Fingerprint: time.Now()}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	select {
