@@ -108,6 +108,9 @@ type LinkStore interface {
 	LinkedSince(deviceID uint64, live time.Duration) (time.Time, bool, error)
 	LinkedSinceMany(deviceIDs []uint64, live time.Duration) (map[uint64]time.Time, error)
 	EndOrphanLinks(live time.Duration, limit int, node string) ([]store.Device, error)
+	// LeftOnline answers the devices still reported online whose last
+	// link ended on a node not live: their offline checks died with it.
+	LeftOnline(live time.Duration, limit int) ([]store.Device, error)
 	ReopenLinks(node string, links map[uint64]uint64) ([]uint64, error)
 	HoldLink(deviceID uint64, live time.Duration, fn func(node string, epoch uint64, open, nodeLive bool, endedAgo time.Duration) error) error
 	// MessageSequence is the highest queue place given to a job yet.
@@ -166,15 +169,17 @@ type Gateway struct {
 	log      *slog.Logger
 	presence interface{ Down(store.Device) }
 
-	mu       sync.Mutex
-	outKicks map[devKey]bool   // kicks to publish, true for a release; guarded by mu
-	inKicks  map[devKey]bool   // kicks heard, to run here, true for a release; guarded by mu
-	inCtls   []ctl             // controls heard, to run here; guarded by mu
-	inLinks  map[string]uint64 // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
-	orphans  map[uint64]orphan // device id -> the dead node's link this node took over; guarded by mu
-	forgot   retention.Sweep   // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
-	unended  map[uint64]uint64 // device id -> epoch of a link here whose end the database did not take; guarded by mu
-	out, in  chan struct{}     // wake the publisher and the runner
+	mu        sync.Mutex
+	outKicks  map[devKey]bool   // kicks to publish, true for a release; guarded by mu
+	inKicks   map[devKey]bool   // kicks heard, to run here, true for a release; guarded by mu
+	inCtls    []ctl             // controls heard, to run here; guarded by mu
+	inLinks   map[string]uint64 // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
+	orphans   map[uint64]orphan // device id -> the dead node's link this node took over; guarded by mu
+	forgot    retention.Sweep   // when orphans was last pruned, and how long they keep (gateway_forget.go); guarded by mu
+	unended   map[uint64]uint64 // device id -> epoch of a link here whose end the database did not take; guarded by mu
+	rechecks  map[uint64]bool   // devices left online by a dead node whose offline check this node runs; guarded by mu
+	rechecked time.Time         // when the sweep last asked for those (recheckLeftOnline); guarded by mu
+	out, in   chan struct{}     // wake the publisher and the runner
 
 	sweeps chan struct{} // a sweep finished (tests)
 	// broke says this node's beats broke since the last steady sweep (or
@@ -198,7 +203,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[devKey]bool{}, inKicks: map[devKey]bool{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[devKey]bool{}, inKicks: map[devKey]bool{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, rechecks: map[uint64]bool{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}

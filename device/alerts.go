@@ -198,16 +198,34 @@ func (p *Presence) Down(dev store.Device) {
 }
 
 // Resume is called once as the server starts, before it serves: every
-// device last reported online had its link end with the server that
-// stopped, so each gets the offline check a link's end gets (Down). One
-// that links within the grace raises nothing; one that does not is
-// reported offline and mailed about, as if it had dropped now.
-func (p *Presence) Resume() error {
+// device last reported online whose link is not up now (linked says which
+// are) had its link end with the server that stopped, so each gets the
+// offline check a link's end gets (Down). One that links within the grace
+// raises nothing; one that does not is reported offline and mailed about,
+// as if it had dropped now. In a cluster, a device linked on another live
+// node is left alone: its link did not end, and the node holding it (or
+// the sweep that ends a dead node's links) starts the check when it does.
+// Checked here, a phone reconnecting at the moment the grace ran out, a
+// blip of a second, read as offline for the whole grace: device.offline
+// and the admins' mail for a link that ended a second before.
+//
+// linked answers, of the devices given (fingerprint to id), those linked
+// now, in one question for all (the routes' Presence: one statement in a
+// cluster, not one per device).
+func (p *Presence) Resume(linked func(devices map[string]uint64) map[string]time.Time) error {
 	devs, err := p.svc.store.DevicesReportedOnline()
 	if err != nil {
 		return err
 	}
+	ids := make(map[string]uint64, len(devs))
 	for _, d := range devs {
+		ids[d.Fingerprint] = d.ID
+	}
+	up := linked(ids)
+	for _, d := range devs {
+		if _, ok := up[d.Fingerprint]; ok {
+			continue
+		}
 		p.Down(d)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/mail"
@@ -147,4 +148,60 @@ func linked(t *testing.T, svc *device.Service, companyID uint64, fingerprint str
 		t.Fatal(err)
 	}
 	return dev
+}
+
+// A node that starts in a cluster leaves alone the devices linked on the
+// other nodes: their links did not end with its last run. Checked after
+// the grace, one whose phone was reconnecting at that moment (a blip of a
+// second; the check then finds no link) was reported offline, and its
+// admins mailed, for a link that had ended a second before. A device
+// reported online and linked nowhere is checked, as before.
+func TestResumeLeavesDevicesLinkedElsewhere(t *testing.T) {
+	t.Parallel()
+	st, c, svc := alerting(t)
+	ctx := context.Background()
+	elsewhere := linked(t, svc, c.ID, "pixel-elsewhere") // linked on another node
+	gone := linked(t, svc, c.ID, "pixel-gone")           // its link ended with this node's last run
+	asked := make(chan string, 4)
+	p := svc.NewPresence(func(fp string, _ uint64) bool {
+		asked <- fp
+		return false // no link at the check: "elsewhere" is reconnecting then
+	})
+	if err := p.Resume(func(devs map[string]uint64) map[string]time.Time {
+		if len(devs) != 2 {
+			t.Errorf("asked which of %v are linked, want both devices", devs)
+		}
+		return map[string]time.Time{elsewhere.Fingerprint: time.Now()}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case fp := <-asked:
+		if fp != gone.Fingerprint {
+			t.Fatalf("the check after the start asked of %s, want %s alone", fp, gone.Fingerprint)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no offline check of the device linked nowhere within 10 s")
+	}
+	poll.Within(t, 10*time.Second, "the device linked nowhere reported offline", func() bool {
+		d, err := svc.Get(ctx, c.ID, gone.Fingerprint)
+		return err == nil && d.Health != nil && d.Health.Presence == store.PresenceOffline
+	})
+	p.Stop() // waits for a check still running
+	close(asked)
+	for fp := range asked { // the check asks again once it wrote offline
+		if fp != gone.Fingerprint {
+			t.Errorf("the check after the start asked of %s too", fp)
+		}
+	}
+	got, err := svc.Get(ctx, c.ID, elsewhere.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Health == nil || got.Health.Presence != store.PresenceOnline {
+		t.Errorf("the device linked elsewhere reads %+v, want online", got.Health)
+	}
+	if mails, err := st.Mails(true); err != nil || len(mails) != 1 {
+		t.Errorf("mails queued: %d (%v), want one, of the device linked nowhere", len(mails), err)
+	}
 }

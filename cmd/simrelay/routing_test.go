@@ -189,6 +189,56 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 	}
 }
 
+// A phone whose link ended on a node killed within the grace: that node
+// held the offline check in its memory and took it along. A live node's
+// sweep runs it again: the phone is reported offline (before, it read
+// online in its record, with no device.offline and no mail, until it
+// linked again).
+func TestPhoneOfANodeKilledInItsGraceReportedOffline(t *testing.T) {
+	t.Parallel()
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin, db, st, apiKey, nats := clusterParts(t)
+	rc := webhooktest.NewReceiver(t, false, nil)
+	node := func(name string, st testStore) *server {
+		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms",
+			"--webhook-allow-private", "--device-offline-grace", "5s", "--node-live-window", testLiveWindow)
+	}
+	a := node("a", st)
+	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})
+	if code, body := call(t, "PUT", b.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{{"url": rc.URL + "/events", "events": []string{"device.online", "device.offline"}}}}); code != 200 {
+		t.Fatalf("PUT /webhooks/inbound-sms: %d %v", code, body)
+	}
+	events := func(typ string) map[string]int { return deviceEvents(rc, typ) }
+	code, err := pairingCode(context.Background(), testhttp.Client, a.url, apiKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "left-phone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	phone := linkRouted(t, a.url, reg.DeviceToken)
+	poll.Within(t, 15*time.Second, "the phone reported online", func() bool { return events("device.online")["left-phone"] >= 1 })
+	phone.stop()
+	poll.Within(t, 15*time.Second, "the link's end recorded", func() bool {
+		code, body := get(t, b.url+"/device/list", apiKey)
+		return code == 200 && strings.Contains(string(body), `"online":false`)
+	})
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil { // within the grace
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	if n := events("device.offline")["left-phone"]; n != 0 {
+		t.Fatalf("reported offline %d times before the grace ran", n)
+	}
+	poll.Within(t, 30*time.Second, "device.offline for the phone whose node died in its grace", func() bool { return events("device.offline")["left-phone"] >= 1 })
+}
+
 // clusterParts builds the binary and makes what the nodes of a cluster test
 // share: a database with a company (its API key), the first node's store
 // and a bus.

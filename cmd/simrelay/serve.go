@@ -177,7 +177,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		routes.gw.SetPresence(presence)
 	}
 	defer presence.Stop() // before the store closes: an offline check may be writing
-	if err := presence.Resume(); err != nil {
+	// Presence, not presenceOnline: a device is left alone only when it is
+	// linked, never for a database that did not answer.
+	if err := presence.Resume(routes.Presence); err != nil {
 		return fmt.Errorf("devices online when the server last stopped: %w", err)
 	}
 	shared, err := shareLimits(node.bus, st, accounts, devices, cfg.sharedSettings, log.With("component", "cluster"))

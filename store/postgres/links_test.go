@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
@@ -215,5 +216,107 @@ func TestNodeNameTakenOverEndsThePreviousRunsLinks(t *testing.T) {
 	}
 	if _, ok, err := s.LinkedSince(after.ID, live); err != nil || !ok {
 		t.Errorf("the second run's link after the first run left: linked %v (%v), want open", ok, err)
+	}
+}
+
+// A dead node's link ended by another's sweep leaves the device last seen
+// at the dead node's last beat (the link was live then), as a read through
+// another node showed it while the node lived: not at the link's hello,
+// which for a phone linked for days was days before. A later last seen
+// stored already stays.
+func TestOrphanLinkKeepsItsLastSeen(t *testing.T) {
+	t.Parallel()
+	s := openURL(t, migrated(t), Options{})
+	const live = 10 * time.Second
+	c, _ := conformance.Company(t, s)
+	for _, n := range []string{"a", "b"} {
+		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hello := time.Now().Add(-72 * time.Hour).UTC()
+	later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
+	stale, fresh := conformance.Device(t, s, c.ID, "ls-stale"), conformance.Device(t, s, c.ID, "ls-fresh")
+	for d, at := range map[uint64]time.Time{stale.ID: hello, fresh.ID: later} {
+		if _, err := s.UpdateDeviceByID(c.ID, d, func(d *store.Device) error { d.LastSeenAt = at; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ClaimLink(d, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var beat time.Time
+	if err := s.pool.QueryRow(s.ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'a' RETURNING seen_at`).Scan(&beat); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := s.EndOrphanLinks(live, 10, "b")
+	if err != nil || len(devs) != 2 {
+		t.Fatalf("b ends a's links: %v (%v), want both", devs, err)
+	}
+	want := map[string]time.Time{"ls-stale": beat, "ls-fresh": later}
+	for _, d := range devs {
+		if !d.LastSeenAt.Equal(want[d.Fingerprint]) {
+			t.Errorf("%s answered last seen %v, want %v", d.Fingerprint, d.LastSeenAt, want[d.Fingerprint])
+		}
+		got, err := s.Device(d.Fingerprint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.LastSeenAt.Equal(want[d.Fingerprint]) {
+			t.Errorf("%s stored last seen %v, want %v", d.Fingerprint, got.LastSeenAt, want[d.Fingerprint])
+		}
+	}
+}
+
+// A device still reported online whose last link ended on a node that is
+// not live (its offline check was in that node's memory) is answered by
+// LeftOnline; one whose link ended on a live node (which holds the check),
+// one linked, one reported offline or deleted is not.
+func TestLeftOnline(t *testing.T) {
+	t.Parallel()
+	s := openURL(t, migrated(t), Options{})
+	const live = 10 * time.Second
+	c, _ := conformance.Company(t, s)
+	for _, n := range []string{"a", "b"} {
+		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := func(fp, node string, open bool, presence string) store.Device {
+		d := conformance.Device(t, s, c.ID, fp)
+		if _, err := s.UpdateDeviceByID(c.ID, d.ID, func(d *store.Device) error {
+			d.Health = &store.DeviceHealth{Presence: presence}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		e, err := s.ClaimLink(d.ID, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !open {
+			if err := s.EndLink(d.ID, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return d
+	}
+	left := dev("lo-left", "a", false, store.PresenceOnline)
+	dev("lo-live-node", "b", false, store.PresenceOnline)
+	dev("lo-linked", "a", true, store.PresenceOnline)
+	dev("lo-offline", "a", false, store.PresenceOffline)
+	deleted := dev("lo-deleted", "a", false, store.PresenceOnline)
+	if _, err := s.pool.Exec(s.ctx, `UPDATE devices SET deleted_at = now() WHERE id = $1`, int64(deleted.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.LeftOnline(live, 10); err != nil || len(got) != 0 {
+		t.Fatalf("every node live: %v (%v), want none", got, err)
+	}
+	if _, err := s.pool.Exec(s.ctx, `UPDATE cluster_nodes SET seen_at = now() - interval '1 minute' WHERE name = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LeftOnline(live, 10)
+	if err != nil || len(got) != 1 || got[0].ID != left.ID {
+		t.Fatalf("a dead: %v (%v), want %s alone", got, err, left.Fingerprint)
 	}
 }
