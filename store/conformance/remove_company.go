@@ -325,6 +325,23 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	if ids, err := s.ClosingCompanies(); err != nil || len(ids) != 1 || ids[0] != c.ID {
 		t.Fatalf("closing companies: %v (%v), want [%d]", ids, err, c.ID)
 	}
+	// From the mark on, the company's credentials are refused, though the
+	// removal's first step has not taken them yet (or failed): a phone
+	// whose link opens after the mark is not one DELETE /company misses,
+	// and the API key works no more on a node whose cache forgot it.
+	live := gone.Devices[0]
+	if d, err := s.DeviceByTokenHash(live.TokenHash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the device token of a closing company: %+v (%v), want ErrNotFound", d, err)
+	}
+	if d, err := s.CompanyDevice(c.ID, live.Fingerprint); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a device of a closing company: %+v (%v), want ErrNotFound", d, err)
+	}
+	if co, err := s.CompanyByAPIKeyHash(c.APIKeyHash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the API key of a closing company: %+v (%v), want ErrNotFound", co, err)
+	}
+	if d, err := s.CompanyDevice(kept.Company.ID, kept.Devices[0].Fingerprint); err != nil || d.ID != kept.Devices[0].ID {
+		t.Errorf("a device of another company: %+v (%v)", d, err)
+	}
 	if _, err := s.UpdateSubscription(c.ID, func(sub *store.Subscription) error {
 		sub.Checkout = &store.Checkout{Claim: "claim-2", ClaimedAt: at}
 		return nil

@@ -56,12 +56,15 @@ func (s *Store) Company(companyID uint64) (store.Company, error) {
 	return c, err
 }
 
-// CompanyByAPIKeyHash returns the company whose current API key has this hash.
+// CompanyByAPIKeyHash returns the company whose current API key has this
+// hash. A company closing (MarkCompanyClosing) is ErrNotFound: its key is
+// refused from the mark on, though the removal's first step has not taken
+// it yet (or failed, and is tried again later).
 func (s *Store) CompanyByAPIKeyHash(hash []byte) (store.Company, error) {
 	var c store.Company
 	err := s.read("company by api key", func(t *txn) error {
 		c = store.Company{}
-		return getRec(t, &c, "SELECT rec FROM companies WHERE api_key_hash = $1", hash)
+		return getRec(t, &c, "SELECT rec FROM companies WHERE api_key_hash = $1 AND NOT rec ? 'closing_at'", hash)
 	})
 	return c, err
 }
