@@ -88,6 +88,11 @@ func TestClosedCompanyIsFinishedAfterAKill(t *testing.T) {
 			return removed.MatchString(srv.stderr.String()) || removed.MatchString(again.stderr.String())
 		})
 	}
+	// Nothing failed: the metrics an operator alerts on say so.
+	if code, body := get(t, again.url+"/metrics", ""); code != http.StatusOK ||
+		!strings.Contains(string(body), "\nsimrelay_company_removals_failing 0\n") || !strings.Contains(string(body), "\nsimrelay_company_removal_failures_total 0\n") {
+		t.Errorf("/metrics: %d\n%s", code, grepLines(string(body), "simrelay_company_removal"))
+	}
 	_ = again.cmd.Process.Kill()
 	_ = again.cmd.Wait()
 
