@@ -15,13 +15,14 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/billing"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/webhook"
 )
 
 // churnLinks links the phone of token again and again, each link held a
-// few milliseconds and closed by the phone, as a phone on a flapping
+// few milliseconds from its welcome and closed by the phone, as a phone on a flapping
 // network, until closing is closed: from then on each link is held until
 // the server closes it, which must be with 4503 within 10 s, and the
 // phone dials again until the upgrade is refused (401), which ends it.
@@ -51,6 +52,7 @@ func (e *env) churnLinks(token string, closing <-chan struct{}, opened *atomic.I
 			return fmt.Errorf("dial: %w", err)
 		}
 		ended := make(chan error, 1)
+		welcomed := make(chan struct{}, 1)
 		go func() {
 			ctx := context.Background()
 			if err := ws.Write(ctx, websocket.MessageText, hello); err != nil {
@@ -66,10 +68,19 @@ func (e *env) churnLinks(token string, closing <-chan struct{}, opened *atomic.I
 				if f, _ := proto.Decode(data); f != nil {
 					if _, ok := f.(*proto.Welcome); ok {
 						opened.Add(1)
+						welcomed <- struct{}{}
 					}
 				}
 			}
 		}()
+		// Held from its welcome (however long the hello takes) for a few
+		// milliseconds.
+		select {
+		case <-ended: // the server closed it; dial again
+			continue
+		case <-welcomed:
+		case <-closing:
+		}
 		hold := time.NewTimer(time.Duration(rand.IntN(10)) * time.Millisecond)
 		select {
 		case <-ended: // the server closed it; dial again
@@ -123,7 +134,7 @@ func TestClosingRacesLinkOpens(t *testing.T) {
 	for i := range phones {
 		wg.Go(func() { errs[i] = e.churnLinks(tokens[i], closing, &opened[i]) })
 	}
-	e.eventually("every phone linked a few times", func() bool {
+	poll.Within(t, time.Minute, "every phone linked a few times", func() bool {
 		for i := range opened {
 			if opened[i].Load() < 3 {
 				return false
