@@ -42,13 +42,14 @@ type Unlinker interface {
 // (nil: none) that their device is gone, with the close code PROTOCOL.md
 // gives a deleted device (4503); nothing waits for their last seen, which
 // goes with the device. No other link is left: from the mark on, the
-// store refuses the company's device tokens (and its API key) even before
+// store refuses the company's device tokens (its API key, its users) before
 // the step takes them, or when it fails, so a link whose second look at
 // its token (gateway) comes after the mark is refused, and one whose look
-// came before it is registered by the time its phone is told. The rest is for the server's background work
-// (RunClosings), which finishes every company marked closing, after a
-// restart too. A step that fails leaves the company closing: the
-// background work takes it from there, and the error is returned.
+// came before it is registered by the time its phone is told. The rest
+// is for the server's background work (RunClosings), which finishes every
+// company marked closing, after a restart too. A step that fails leaves
+// the company closing: the background work takes it from there, and the
+// error is returned.
 func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string, phones Unlinker) (store.Company, error) {
 	if p.ViaAPIKey {
 		return store.Company{}, ErrCloseNeedsUser

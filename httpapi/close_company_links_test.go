@@ -253,8 +253,9 @@ func TestLinkBetweenTheDeviceListAndTheFirstStep(t *testing.T) {
 // its credentials stored until a later try succeeds (minutes, an hour
 // after many failures): they are refused all the same from the closing
 // mark on. The phone is closed with 4503 and its reconnection is refused
-// (401), and the API key works on no request, though the store still
-// holds both.
+// (401); the API key, the admin's access and refresh tokens and a login
+// with the admin's password work on no request, though the store still
+// holds them all.
 func TestClosingWhoseFirstStepFailedRefusesItsCredentials(t *testing.T) {
 	t.Parallel()
 	st := &stepsFail{Backend: storetest.OpenWith(t, storetest.Options{})}
@@ -272,8 +273,16 @@ func TestClosingWhoseFirstStepFailedRefusesItsCredentials(t *testing.T) {
 	}
 	e.phonesWaitClosed(vp, proto.CloseDeviceGone)
 	e.phonesWantRefused(reg.DeviceToken, http.StatusUnauthorized, "unauthorized")
-	if r := e.do(call{method: "GET", path: "/company", token: a.apiKey}); r.Status != http.StatusUnauthorized {
-		t.Errorf("the API key of the closing company: %d %s, want 401", r.Status, r.Raw)
+	for name, token := range map[string]string{"API key": a.apiKey, "admin's access token": a.access} {
+		if r := e.do(call{method: "GET", path: "/company", token: token}); r.Status != http.StatusUnauthorized {
+			t.Errorf("the closing company's %s: %d %s, want 401", name, r.Status, r.Raw)
+		}
+	}
+	if r := e.do(call{method: "POST", path: "/auth/refresh", body: map[string]any{"refreshToken": a.refresh}}); r.Status != http.StatusUnauthorized {
+		t.Errorf("a refresh of the closing company's admin: %d %s, want 401", r.Status, r.Raw)
+	}
+	if r := e.do(call{method: "POST", path: "/auth/login", body: map[string]any{"email": a.email, "password": a.password}}); r.Status != http.StatusUnauthorized {
+		t.Errorf("a login of the closing company's admin: %d %s, want 401", r.Status, r.Raw)
 	}
 	if linked(e.hub, "failing-phone") {
 		t.Error("the phone of the closing company is linked")
