@@ -41,10 +41,15 @@ type Unlinker interface {
 // registration passes, and just before that step) are told through phones
 // (nil: none) that their device is gone, with the close code PROTOCOL.md
 // gives a deleted device (4503); nothing waits for their last seen, which
-// goes with the device. The rest is for the server's background work
-// (RunClosings), which finishes every company marked closing, after a
-// restart too. A step that fails leaves the company closing: the
-// background work takes it from there, and the error is returned.
+// goes with the device. No other link is left: from the mark on, the
+// store refuses the company's device tokens (its API key, its users) before
+// the step takes them, or when it fails, so a link whose second look at
+// its token (gateway) comes after the mark is refused, and one whose look
+// came before it is registered by the time its phone is told. The rest
+// is for the server's background work (RunClosings), which finishes every
+// company marked closing, after a restart too. A step that fails leaves
+// the company closing: the background work takes it from there, and the
+// error is returned.
 func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string, phones Unlinker) (store.Company, error) {
 	if p.ViaAPIKey {
 		return store.Company{}, ErrCloseNeedsUser
@@ -141,18 +146,46 @@ func RemoveCompany(ctx context.Context, st Remover, companyID uint64) (total sto
 	return total, nil
 }
 
+// MaxClosingBackoff is the longest a closing company whose removal step
+// keeps failing waits for its next try (ClosingRetryAfter).
+const MaxClosingBackoff = time.Hour
+
+// ClosingRetryAfter is how long a closing company waits for its next try
+// after its removal failed failures times in a row: the sweep's period
+// after the first failure, twice as long after each one more, at most
+// MaxClosingBackoff (with a minute's sweep: 1, 2, 4, 8, 16, 32 minutes,
+// then every hour).
+func ClosingRetryAfter(sweep time.Duration, failures int) time.Duration {
+	wait := max(sweep, time.Millisecond)
+	for i := 1; i < failures && wait < MaxClosingBackoff; i++ {
+		wait *= 2
+	}
+	return min(wait, MaxClosingBackoff)
+}
+
+// closingRetry is a closing company whose last try at its removal failed:
+// how many tries failed in a row, and when the next one is due.
+type closingRetry struct {
+	failures int
+	next     time.Time
+}
+
 // RunClosings finishes the removal of every company marked closing
 // (store.Backend.ClosingCompanies): at once, whenever CloseCompany closes
 // one here, and every sweep otherwise, which finds the removals that a
 // stopped server (kill -9, a restart), another node of a cluster or a
 // stopped admin command left, until ctx ends. Every step is idempotent,
 // so two nodes that finish the same company at once only share its steps.
-// A step that fails is logged and tried again at the next sweep.
+// A company whose step fails is logged ("company removal failing", with
+// its failures in a row and the wait) and tried again after a wait that
+// doubles with each failure in a row, from one sweep to
+// MaxClosingBackoff (ClosingRetryAfter); ClosingsFailing and
+// ClosingFailures count them for the server's metrics.
 func (s *Service) RunClosings(ctx context.Context, sweep time.Duration) {
 	t := time.NewTicker(sweep)
 	defer t.Stop()
 	for {
-		s.finishClosings(ctx)
+		s.finishClosings(ctx, sweep)
 		select {
 		case <-ctx.Done():
 			return
@@ -162,22 +195,46 @@ func (s *Service) RunClosings(ctx context.Context, sweep time.Duration) {
 	}
 }
 
-// finishClosings removes every company marked closing, to its end.
-func (s *Service) finishClosings(ctx context.Context) {
+// ClosingsFailing is how many closing companies' last try at their
+// removal failed here (each waits for its next, RunClosings).
+func (s *Service) ClosingsFailing() int {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	return len(s.retries)
+}
+
+// ClosingFailures is how many tries at a closing company's removal
+// failed here since the server started.
+func (s *Service) ClosingFailures() int64 {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	return s.closingFailures
+}
+
+// finishClosings removes every company marked closing whose try is due,
+// to its end.
+func (s *Service) finishClosings(ctx context.Context, sweep time.Duration) {
 	ids, err := s.store.ClosingCompanies()
 	if err != nil {
 		s.log.Error("list the companies closing", "err", err)
 		return
 	}
+	s.keepRetries(ids)
 	for _, id := range ids {
+		if !s.removalDue(id) {
+			continue
+		}
 		total, err := RemoveCompany(ctx, s.store, id)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			s.log.Error("finish a company's removal; tried again at the next sweep", "company_id", id, "err", err)
+			r := s.removalFailed(id, sweep)
+			s.log.Error("company removal failing: a step failed; tried again later", "company_id", id, "failures", r.failures,
+				"retry_in", r.next.Sub(s.now()).String(), "err", err)
 			continue
 		}
+		s.removalEnded(id)
 		if !total.Done {
 			// Another run (a node, the admin command) removed the record
 			// and logs it.
@@ -186,6 +243,57 @@ func (s *Service) finishClosings(ctx context.Context) {
 		}
 		s.logRemoved(id, total)
 	}
+}
+
+// keepRetries forgets the failures of companies no longer closing (ids,
+// the closing list): another run finished them.
+func (s *Service) keepRetries(ids []uint64) {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	if len(s.retries) == 0 {
+		return
+	}
+	listed := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		listed[id] = true
+	}
+	for id := range s.retries {
+		if !listed[id] {
+			delete(s.retries, id)
+		}
+	}
+}
+
+// removalDue says whether the company's removal may be tried now: it
+// never failed here, or its wait is over.
+func (s *Service) removalDue(id uint64) bool {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	r, failed := s.retries[id]
+	return !failed || !s.now().Before(r.next)
+}
+
+// removalFailed records one more failure of the company's removal, and
+// when it is tried again.
+func (s *Service) removalFailed(id uint64, sweep time.Duration) closingRetry {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	if s.retries == nil {
+		s.retries = make(map[uint64]closingRetry)
+	}
+	r := s.retries[id]
+	r.failures++
+	r.next = s.now().Add(ClosingRetryAfter(sweep, r.failures))
+	s.retries[id] = r
+	s.closingFailures++
+	return r
+}
+
+// removalEnded forgets the company's failures: its removal ended.
+func (s *Service) removalEnded(id uint64) {
+	s.retryMu.Lock()
+	defer s.retryMu.Unlock()
+	delete(s.retries, id)
 }
 
 // logRemoved logs the end of a company's removal with what it removed.

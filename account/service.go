@@ -159,6 +159,12 @@ type Service struct {
 	// closing wakes RunClosings when CloseCompany marked a company
 	// closing.
 	closing chan struct{}
+	// retries are the closing companies whose last try at their removal
+	// failed here, closingFailures how many tries failed since the start
+	// (RunClosings), under retryMu.
+	retryMu         sync.Mutex
+	retries         map[uint64]closingRetry
+	closingFailures int64
 	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
 	peers  Peers
 	keyTTL time.Duration

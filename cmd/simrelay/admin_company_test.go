@@ -24,14 +24,8 @@ func TestAdminDeleteCompany(t *testing.T) {
 	st := newTestStore(t)
 	acmeID, _ := adminCompany(t, func(args ...string) (int, string, string) { return st.admin(t, args...) }, "Acme", "you@example.com")
 	b := openTestBackend(t, st)
-	gone := conformance.FillCompany(t, b)
+	gone := filledWith(t, b, func(sub *store.Subscription) { sub.Status = "past_due" })
 	kept := conformance.FillCompany(t, b)
-	if _, err := b.UpdateSubscription(gone.Company.ID, func(sub *store.Subscription) error {
-		sub.Status = "past_due"
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	b.Close()
 	id, name := fmt.Sprint(gone.Company.ID), gone.Company.Name
 
@@ -57,10 +51,9 @@ func TestAdminDeleteCompany(t *testing.T) {
 	// Stripe's cancellation arrives; then a run stopped after its first
 	// step (a crash, Ctrl-C) leaves the company for the next run.
 	// A checkout expired by now refuses nothing.
-	if _, err := b.UpdateSubscription(gone.Company.ID, func(sub *store.Subscription) error {
+	if err := setSubscription(b, gone.Company.ID, func(sub *store.Subscription) {
 		sub.Status = "canceled"
 		sub.Checkout = &store.Checkout{SessionID: "cs_test_gone", URL: "https://checkout.stripe.com/c/pay/cs_test_gone", PlanID: "pro", ExpiresAt: time.Now().Add(-time.Minute)}
-		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,14 +100,10 @@ func TestAdminDeleteCompanyOpenCheckout(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
 	b := openTestBackend(t, st)
-	f := conformance.FillCompany(t, b)
 	expires := time.Now().Add(20 * time.Hour).UTC().Truncate(time.Second)
-	if _, err := b.UpdateSubscription(f.Company.ID, func(sub *store.Subscription) error {
+	f := filledWith(t, b, func(sub *store.Subscription) {
 		sub.Checkout = &store.Checkout{SessionID: "cs_test_open", URL: "https://checkout.stripe.com/c/pay/cs_test_open", PlanID: "pro", ExpiresAt: expires}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	b.Close()
 	id, name := fmt.Sprint(f.Company.ID), f.Company.Name
 	for _, c := range []struct {
@@ -152,17 +141,13 @@ func TestAdminDeleteCompanyCheckoutBeingOpened(t *testing.T) {
 	t.Parallel()
 	st := newTestStore(t)
 	b := openTestBackend(t, st)
-	f := conformance.FillCompany(t, b)
-	claim := func(at time.Time) error {
-		_, err := b.UpdateSubscription(f.Company.ID, func(sub *store.Subscription) error {
+	claimed := func(at time.Time) func(*store.Subscription) {
+		return func(sub *store.Subscription) {
 			sub.Checkout = &store.Checkout{Claim: "claim-of-a-subscribe", ClaimedAt: at}
-			return nil
-		})
-		return err
+		}
 	}
-	if err := claim(time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	f := filledWith(t, b, claimed(time.Now()))
+	claim := func(at time.Time) error { return setSubscription(b, f.Company.ID, claimed(at)) }
 	b.Close()
 	id, name := fmt.Sprint(f.Company.ID), f.Company.Name
 	code, out, errOut := st.admin(t, "delete-company", "--company", id, "--confirm", name)
@@ -195,6 +180,23 @@ func TestAdminDeleteCompanyCheckoutBeingOpened(t *testing.T) {
 	b = openTestBackend(t, st)
 	conformance.CheckRemoved(t, b, f)
 	b.Close()
+}
+
+// filledWith fills a company on b (conformance.FillCompany) and sets its
+// subscription as set says: the state a delete-company case starts from.
+func filledWith(t *testing.T, b store.Backend, set func(*store.Subscription)) conformance.Filled {
+	t.Helper()
+	f := conformance.FillCompany(t, b)
+	if err := setSubscription(b, f.Company.ID, set); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// setSubscription changes the subscription of company id on b as set says.
+func setSubscription(b store.Backend, id uint64, set func(*store.Subscription)) error {
+	_, err := b.UpdateSubscription(id, func(sub *store.Subscription) error { set(sub); return nil })
+	return err
 }
 
 // stoppedBeforeAStep runs delete-company of the company id named name with

@@ -236,6 +236,16 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			Help: "Message record writes saved by writing a job's status changes of one commit (an ack and its report) once.",
 		}, func() float64 { return float64(bolt.FoldedWrites()) }))
 	}
+	// A closing company whose removal keeps failing here waits longer for
+	// each try (account.RunClosings): these say so, for an alert.
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "simrelay_company_removals_failing",
+		Help: "Closing companies whose last removal step failed on this node, each tried again after a wait that doubles from a minute to an hour (docs/operations.md, Removing a company). Above 0 for long: read the log's 'company removal failing' lines.",
+	}, func() float64 { return float64(accounts.ClosingsFailing()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "simrelay_company_removal_failures_total",
+		Help: "Tries at a closing company's removal that failed on this node since it started.",
+	}, func() float64 { return float64(accounts.ClosingFailures()) }))
 	// One client address holds at most its share of the connections (the
 	// server's timeouts bound each one's life, not their number); a trusted
 	// proxy carries many clients and is not counted. One over the bound is

@@ -45,7 +45,10 @@ func (s *Store) Company(id uint64) (Company, error) {
 	return c, nil
 }
 
-// CompanyByAPIKeyHash returns the company whose current API key has this hash.
+// CompanyByAPIKeyHash returns the company whose current API key has this
+// hash. A company closing (MarkCompanyClosing) is ErrNotFound: its key is
+// refused from the mark on, though the removal's first step has not taken
+// it yet (or failed, and is tried again later).
 func (s *Store) CompanyByAPIKeyHash(hash []byte) (Company, error) {
 	var c Company
 	err := s.view(func(tx *bolt.Tx) error {
@@ -53,7 +56,14 @@ func (s *Store) CompanyByAPIKeyHash(hash []byte) (Company, error) {
 		if id == nil {
 			return ErrNotFound
 		}
-		return getJSON(tx.Bucket(bucketCompanies), id, &c)
+		if err := getJSON(tx.Bucket(bucketCompanies), id, &c); err != nil {
+			return err
+		}
+		if !c.ClosingAt.IsZero() {
+			c = Company{}
+			return ErrNotFound
+		}
+		return nil
 	})
 	if err != nil {
 		return c, fmt.Errorf("store: company by api key: %w", err)

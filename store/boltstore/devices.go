@@ -152,7 +152,8 @@ func (s *Store) Device(fingerprint string) (Device, error) {
 }
 
 // CompanyDevice returns the company's live device with this fingerprint;
-// another company's is ErrNotFound.
+// another company's, or one of a company closing (companyOpen), is
+// ErrNotFound.
 func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (Device, error) {
 	var d Device
 	err := s.view(func(tx *bolt.Tx) error {
@@ -160,6 +161,12 @@ func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (Device, err
 		d, err = liveDevice(tx, companyID, fingerprint)
 		if errors.Is(err, ErrDeviceGone) {
 			return ErrNotFound
+		}
+		if err == nil {
+			err = companyOpen(tx, companyID)
+		}
+		if err != nil {
+			d = Device{}
 		}
 		return err
 	})
@@ -170,6 +177,11 @@ func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (Device, err
 }
 
 // DeviceByTokenHash returns the device whose current token has this hash.
+// A device of a company closing (MarkCompanyClosing) is ErrNotFound, read
+// in the transaction that reads the device: its phone links no more from
+// the mark on, though the removal's first step has not taken the token yet
+// (DELETE /company closes the links of the devices it reads after the
+// mark; one that passed this look before the mark is registered by then).
 func (s *Store) DeviceByTokenHash(hash []byte) (Device, error) {
 	var d Device
 	err := s.view(func(tx *bolt.Tx) error {
@@ -184,6 +196,10 @@ func (s *Store) DeviceByTokenHash(hash []byte) (Device, error) {
 		if d.ID != btoi(v[:8]) || !bytes.Equal(d.TokenHash, hash) {
 			d = Device{}
 			return ErrNotFound
+		}
+		if err := companyOpen(tx, d.CompanyID); err != nil {
+			d = Device{}
+			return err
 		}
 		return nil
 	})

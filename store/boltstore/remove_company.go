@@ -76,12 +76,22 @@ func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRem
 
 // userStored refuses, with ErrNotFound, a sign-in record (a refresh
 // family, a console session, an e-mailed link) of a user who is not
-// stored: a sign-in that checked the password of a user whose company was
-// removed since (RemoveCompanyStep) stores nothing that no index of the
-// company names any more.
+// stored, or whose company is closing (companyOpen): a sign-in that
+// checked the password of a user whose company was removed since
+// (RemoveCompanyStep) stores nothing that no index of the company names
+// any more, and none begins once the company is closing, though the
+// removal's first step has not taken its users yet (or failed).
 func userStored(tx *bolt.Tx, userID uint64) error {
-	if tx.Bucket(bucketUsers).Get(itob(userID)) == nil {
+	v := tx.Bucket(bucketUsers).Get(itob(userID))
+	if v == nil {
 		return fmt.Errorf("user %d: %w", userID, ErrNotFound)
+	}
+	var u User
+	if err := jsonUnmarshal(v, &u); err != nil {
+		return err
+	}
+	if err := companyOpen(tx, u.CompanyID); err != nil {
+		return err
 	}
 	return nil
 }

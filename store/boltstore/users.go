@@ -82,11 +82,21 @@ func (s *Store) CreateUser(u *User) error {
 	return nil
 }
 
-// User returns one user.
+// User returns one user. A user of a company closing (MarkCompanyClosing)
+// is ErrNotFound: every sign-in of the company (an access token, a console
+// session, a refresh) is refused from the mark on, though the removal's
+// first step has not taken its users yet (or failed).
 func (s *Store) User(id uint64) (User, error) {
 	var u User
 	err := s.view(func(tx *bolt.Tx) error {
-		return getJSON(tx.Bucket(bucketUsers), itob(id), &u)
+		if err := getJSON(tx.Bucket(bucketUsers), itob(id), &u); err != nil {
+			return err
+		}
+		if err := companyOpen(tx, u.CompanyID); err != nil {
+			u = User{}
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return u, fmt.Errorf("store: user %d: %w", id, err)

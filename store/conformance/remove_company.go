@@ -325,6 +325,41 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	if ids, err := s.ClosingCompanies(); err != nil || len(ids) != 1 || ids[0] != c.ID {
 		t.Fatalf("closing companies: %v (%v), want [%d]", ids, err, c.ID)
 	}
+	// From the mark on, the company's credentials are refused, though the
+	// removal's first step has not taken them yet (or failed): a phone
+	// whose link opens after the mark is not one DELETE /company misses,
+	// and the API key works no more on a node whose cache forgot it.
+	live := gone.Devices[0]
+	if d, err := s.DeviceByTokenHash(live.TokenHash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the device token of a closing company: %+v (%v), want ErrNotFound", d, err)
+	}
+	if d, err := s.CompanyDevice(c.ID, live.Fingerprint); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a device of a closing company: %+v (%v), want ErrNotFound", d, err)
+	}
+	if co, err := s.CompanyByAPIKeyHash(c.APIKeyHash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the API key of a closing company: %+v (%v), want ErrNotFound", co, err)
+	}
+	if d, err := s.CompanyDevice(kept.Company.ID, kept.Devices[0].Fingerprint); err != nil || d.ID != kept.Devices[0].ID {
+		t.Errorf("a device of another company: %+v (%v)", d, err)
+	}
+	// Nor does a user of it sign in: the user is not found (an access
+	// token, a console session), and no sign-in record is stored for one.
+	admin := gone.Users[0]
+	if u, err := s.User(admin.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a user of a closing company: %+v (%v), want ErrNotFound", u, err)
+	}
+	if err := s.StartRefreshFamily([]byte(fmt.Sprintf("refresh-closing-%d", unique())), store.RefreshToken{UserID: admin.ID, Family: "closing", ExpiresAt: at.Add(time.Hour)}, at); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a refresh family of a closing company's user: %v, want ErrNotFound", err)
+	}
+	if err := s.PutConsoleSession([]byte(fmt.Sprintf("session-closing-%d", unique())), store.ConsoleSession{UserID: admin.ID, CompanyID: c.ID, CSRF: "csrf", CreatedAt: at, SeenAt: at, ExpiresAt: at.Add(time.Hour)}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a console session of a closing company's user: %v, want ErrNotFound", err)
+	}
+	if err := s.PutOneTimeToken([]byte(fmt.Sprintf("link-closing-%d", unique())), store.OneTimeToken{UserID: admin.ID, Kind: "reset", ExpiresAt: at.Add(time.Hour)}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("an e-mailed link of a closing company's user: %v, want ErrNotFound", err)
+	}
+	if u, err := s.User(kept.Users[0].ID); err != nil || u.ID != kept.Users[0].ID {
+		t.Errorf("a user of another company: %+v (%v)", u, err)
+	}
 	if _, err := s.UpdateSubscription(c.ID, func(sub *store.Subscription) error {
 		sub.Checkout = &store.Checkout{Claim: "claim-2", ClaimedAt: at}
 		return nil

@@ -56,12 +56,15 @@ func (s *Store) Company(companyID uint64) (store.Company, error) {
 	return c, err
 }
 
-// CompanyByAPIKeyHash returns the company whose current API key has this hash.
+// CompanyByAPIKeyHash returns the company whose current API key has this
+// hash. A company closing (MarkCompanyClosing) is ErrNotFound: its key is
+// refused from the mark on, though the removal's first step has not taken
+// it yet (or failed, and is tried again later).
 func (s *Store) CompanyByAPIKeyHash(hash []byte) (store.Company, error) {
 	var c store.Company
 	err := s.read("company by api key", func(t *txn) error {
 		c = store.Company{}
-		return getRec(t, &c, "SELECT rec FROM companies WHERE api_key_hash = $1", hash)
+		return getRec(t, &c, "SELECT rec FROM companies WHERE api_key_hash = $1 AND NOT rec ? 'closing_at'", hash)
 	})
 	return c, err
 }
@@ -152,12 +155,16 @@ func (s *Store) CreateUser(u *store.User) error {
 	})
 }
 
-// User returns one user.
+// User returns one user. A user of a company closing (MarkCompanyClosing)
+// is ErrNotFound: every sign-in of the company (an access token, a console
+// session, a refresh) is refused from the mark on, though the removal's
+// first step has not taken its users yet (or failed).
 func (s *Store) User(userID uint64) (store.User, error) {
 	var u store.User
 	err := s.read(fmt.Sprintf("user %d", userID), func(t *txn) error {
 		u = store.User{}
-		return getRec(t, &u, "SELECT rec FROM users WHERE id = $1", id(userID))
+		return getRec(t, &u, `SELECT u.rec FROM users u JOIN companies c ON c.id = u.company_id
+			WHERE u.id = $1 AND NOT c.rec ? 'closing_at'`, id(userID))
 	})
 	return u, err
 }

@@ -51,11 +51,16 @@ func (s *Store) Device(fingerprint string) (store.Device, error) {
 	return d, err
 }
 
-// DeviceByTokenHash returns the live device whose current token has this hash.
+// DeviceByTokenHash returns the live device whose current token has this
+// hash. A device of a company closing (MarkCompanyClosing) is
+// store.ErrNotFound, read in the statement that reads the device: its
+// phone links no more from the mark on, though the removal's first step
+// has not taken the token yet.
 func (s *Store) DeviceByTokenHash(hash []byte) (store.Device, error) {
 	var d store.Device
 	err := s.read("device by token", func(t *txn) error {
-		return getRec(t, &d, "SELECT rec FROM devices WHERE token_hash = $1 AND deleted_at IS NULL", hash)
+		return getRec(t, &d, `SELECT d.rec FROM devices d JOIN companies c ON c.id = d.company_id
+			WHERE d.token_hash = $1 AND d.deleted_at IS NULL AND NOT c.rec ? 'closing_at'`, hash)
 	})
 	return d, err
 }

@@ -167,16 +167,15 @@ func liveDeviceByID(t *txn, companyID, deviceID uint64, lock bool) (store.Device
 }
 
 // CompanyDevice returns the company's live device with this fingerprint;
-// another company's is ErrNotFound.
+// another company's, or one of a company closing (MarkCompanyClosing), is
+// ErrNotFound.
 func (s *Store) CompanyDevice(companyID uint64, fingerprint string) (store.Device, error) {
 	var d store.Device
 	err := s.read("device "+fingerprint, func(t *txn) error {
-		var err error
-		d, err = liveDevice(t, companyID, fingerprint, false)
-		if errors.Is(err, store.ErrDeviceGone) {
-			return store.ErrNotFound
-		}
-		return err
+		d = store.Device{}
+		return getRec(t, &d, `SELECT d.rec FROM devices d JOIN companies c ON c.id = d.company_id
+			WHERE d.company_id = $1 AND d.fingerprint = $2 AND d.deleted_at IS NULL AND NOT c.rec ? 'closing_at'`,
+			id(companyID), fingerprint)
 	})
 	return d, err
 }

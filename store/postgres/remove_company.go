@@ -155,18 +155,26 @@ func companyOpen(t *txn, companyID uint64) error {
 
 // userStored refuses, with store.ErrNotFound, a sign-in record (a refresh
 // family, a console session, an e-mailed link) of a user who is not
-// stored, none of whose tables has a foreign key to users. It takes the
+// stored, none of whose tables has a foreign key to users, or whose
+// company is closing (MarkCompanyClosing: none begins then, though the
+// removal's first step has not taken the users yet, or failed). It takes the
 // user's row KEY SHARE, so a company's removal, which locks its users FOR
 // UPDATE before it deletes their sessions and tokens
 // (removeCompanyCredentials), deletes what a sign-in that came first
 // stored, or the sign-in finds no user.
 func userStored(t *txn, userID uint64) error {
-	var one int
-	err := t.row("SELECT 1 FROM users WHERE id = $1 FOR KEY SHARE", id(userID)).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var closing bool
+	err := t.row(`SELECT c.rec ? 'closing_at' FROM users u JOIN companies c ON c.id = u.company_id
+		WHERE u.id = $1 FOR KEY SHARE OF u`, id(userID)).Scan(&closing)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("user %d: %w", userID, store.ErrNotFound)
+	case err != nil:
+		return err
+	case closing:
+		return fmt.Errorf("user %d: the company is closing: %w", userID, store.ErrNotFound)
 	}
-	return err
+	return nil
 }
 
 // removeCompanyCredentials removes the company's API key (replaced in its
