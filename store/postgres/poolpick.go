@@ -61,6 +61,8 @@ type poolPicker struct {
 	// looked at.
 	devices map[uint64]*store.Device
 	locked  bool
+	// read: the SIMs of the members it may take are read (readMembers).
+	read bool
 	// failing caches whether each member's SIM is in a carrier-error streak.
 	failing map[simKey]bool
 	// load is each device's queued jobs (counted up to loadCountCap) plus
@@ -325,6 +327,11 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 			return store.PoolMember{}, nil, err
 		}
 	}
+	if !pp.read {
+		if err := pp.readMembers(); err != nil {
+			return store.PoolMember{}, nil, err
+		}
+	}
 	m, d, ok, err := pp.pool.PickByStrategy(phone, pp.stickyMember, pp.leastLoaded, pp.roundRobin)
 	if err != nil {
 		return store.PoolMember{}, nil, err
@@ -333,6 +340,77 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 		return store.PoolMember{}, nil, pp.passed.Refusal(pp.pool)
 	}
 	return pp.takeOne(m, d, phone)
+}
+
+// readMembers reads, once its members' devices are locked (lockMembers),
+// what usable reads of each member it may take, in one statement for all
+// the members' SIMs' caps and counts (into the tally, unless it has them:
+// a failover's pickers share one) and one for their carrier-error streaks.
+// Read as each member was looked at, they were two statements a member, a
+// round trip each, while a bulk send or a failover held every member of
+// the pool. The members passed over by skip, and those whose device is
+// gone or disabled, which usable reads nothing of, are left out.
+func (pp *poolPicker) readMembers() error {
+	pp.read = true
+	var devs, streakDevs []int64
+	var slots, streakSlots []string
+	seen := map[simKey]bool{}
+	for _, m := range pp.pool.Members {
+		k := simKey{m.DeviceID, m.SIMSlot}
+		if d := pp.devices[m.DeviceID]; d == nil || d.Status == store.DeviceDisabled || seen[k] || pp.skip != nil && pp.skip(m) != "" {
+			continue
+		}
+		seen[k] = true
+		if _, ok := pp.tally.sims[k]; !ok {
+			devs, slots = append(devs, id(m.DeviceID)), append(slots, m.SIMSlot)
+		}
+		if _, ok := pp.failing[k]; !ok {
+			streakDevs, streakSlots = append(streakDevs, id(m.DeviceID)), append(streakSlots, m.SIMSlot)
+		}
+	}
+	if len(devs) > 0 {
+		rows, err := pp.t.query(`SELECT x.d, x.s, `+simCountsOf("x.d", "x.s", "$3", "$4")+`
+			FROM unnest($1::bigint[], $2::text[]) AS x (d, s)`, devs, slots, dayStamp(pp.tally.now), monthStamp(pp.tally.now))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var dev int64
+			var slot string
+			c := &simCount{}
+			if err := c.scan(rows, &dev, &slot); err != nil {
+				rows.Close()
+				return err
+			}
+			pp.tally.sims[simKey{uint64(dev), slot}] = c
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	if len(streakDevs) == 0 {
+		return nil
+	}
+	for i := range streakDevs {
+		pp.failing[simKey{uint64(streakDevs[i]), streakSlots[i]}] = false
+	}
+	rows, err := pp.t.query(`SELECT k.device_id, k.sim_slot, k.n, k.last_at FROM sim_streaks k
+		JOIN unnest($1::bigint[], $2::text[]) AS x (dev, slot) ON k.device_id = x.dev AND k.sim_slot = x.slot`, streakDevs, streakSlots)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dev, n int64
+		var slot string
+		var last time.Time
+		if err := rows.Scan(&dev, &slot, &n, &last); err != nil {
+			return err
+		}
+		pp.failing[simKey{uint64(dev), slot}] = failing(n, last, pp.tally.now)
+	}
+	return rows.Err()
 }
 
 // roundRobin takes the next usable member after the last one taken.

@@ -69,6 +69,49 @@ func TestStickySendCost(t *testing.T) {
 	}
 }
 
+// TestPoolBulkReadsMembersAtOnce: a bulk send through a pool reads its
+// members' SIMs (caps, counts, carrier-error streak) in a statement for all
+// of them, once it holds them, so its round trips do not grow with the
+// pool: a bulk of 60 through a round-robin pool of 30 takes as many as one
+// through a pool of 3. Read as each member was looked at, they were two
+// round trips a member, 54 more for the pool of 30. (Its writes, a count
+// for each SIM it sends from, go in one round trip with the rest.)
+func TestPoolBulkReadsMembersAtOnce(t *testing.T) {
+	t.Parallel()
+	s, counted := openCounted(t, Options{})
+	s.SetPlans(benchPlans{})
+	c, _ := conformance.Company(t, s)
+	n := 0
+	bulk := func(members int) int64 {
+		name := fmt.Sprintf("of%d", members)
+		def := store.PoolInput{Name: name, Strategy: store.PoolRoundRobin}
+		for i := range members {
+			fp := fmt.Sprintf("%s-%d", name, i)
+			conformance.Device(t, s, c.ID, fp)
+			def.Members = append(def.Members, store.PoolMemberInput{Device: fp, SIMSlot: "SIM1"})
+		}
+		if _, err := s.PutPool(c.ID, 0, conformance.T0, func(store.Pool) (store.PoolInput, error) { return def, nil }); err != nil {
+			t.Fatal(err)
+		}
+		ms := make([]store.Message, 60)
+		for i := range ms {
+			n++
+			ms[i] = store.Message{UUID: fmt.Sprintf("of-%d", n), CompanyID: c.ID, Pool: name, Channel: "sms",
+				Phone: fmt.Sprintf("+1555600%04d", n), Text: "hi"}
+		}
+		counted.trips.Store(0)
+		out, _, err := s.EnqueueBulk(ms, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil)
+		if err != nil || len(out) != len(ms) {
+			t.Fatalf("bulk through %s: %d stored, %v", name, len(out), err)
+		}
+		return counted.trips.Load()
+	}
+	bulk(2) // the company's first bulk writes what a later one finds
+	if small, large := bulk(3), bulk(30); large != small {
+		t.Errorf("a bulk through a pool of 3 took %d round trips, through a pool of 30 %d: want as many", small, large)
+	}
+}
+
 // TestStickyReadOfARecipient: what a sticky pool of 100 members reads of
 // a recipient, in a company of 20,000 messages on those members: for one
 // none of them talked to, a probe of conversations_phone (migration 0023)

@@ -25,7 +25,8 @@ import (
 //     before it looks at the next, so it waits for a device holding no
 //     other (poolpick_one.go). A bulk send, and a failover, lock every
 //     member's row in member id order and then every member's device in
-//     one statement in id order (lockMembers) before they look at any.
+//     one statement in id order (lockMembers) before they look at any,
+//     and then read all the members' SIMs in two statements (readMembers).
 //   - Lock order: member rows, then devices. A single send holds at most
 //     one member's row and one device while it waits for a lock, and waits
 //     for a member's row only holding none; the others take the rows of
