@@ -151,6 +151,10 @@ func (p *DueScan) Passed(companyID, webhookID uint64) bool {
 	return p.companies[companyID] || p.entries[webhookID]
 }
 
+// CompanyPassed says whether the company is full in this pass: a read by
+// entry passes over all its entries at once.
+func (p *DueScan) CompanyPassed(companyID uint64) bool { return p.companies[companyID] }
+
 // See asks Skip about d, due and not Passed; it returns false once the
 // pass is Full.
 func (p *DueScan) See(d WebhookDue) bool {

@@ -46,6 +46,47 @@ func BenchmarkDispatchPassFullCompany(b *testing.B) {
 	}
 }
 
+// BenchmarkDispatchPassFullCompanies is one pass of the dispatcher where 50
+// companies of 20 webhook entries each are at their bound of attempts under
+// way (their receivers hang), 200 deliveries due on each (10,000 in all),
+// beside another company with 10 due over 2 entries, of which the pass
+// hands out 4: once the walk in due order has passed over DueWalkPast of
+// the full companies' deliveries, it goes on by entry, and a full company
+// is passed over in one step, not one for each of its 20 entries.
+//
+//	go test ./webhook -run '^$' -bench DispatchPassFullCompanies -benchtime 200x
+//	SIMRELAY_TEST_STORE=postgres go test ./webhook -run '^$' -bench DispatchPassFullCompanies -benchtime 50x
+func BenchmarkDispatchPassFullCompanies(b *testing.B) {
+	st, tenant := dueTenants(b)
+	var hanging []uint64
+	for i := range 50 {
+		hanging = append(hanging, tenant(fmt.Sprintf("hanging%02d", i), 20, 10, 20))
+	}
+	tenant("other", 2, 1, 10)
+	svc, err := New(Config{Workers: 8, PerCompany: 4}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range hanging {
+		set, err := st.WebhookSet(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range set.Entries[:2] { // 4 attempts under way on two of its entries
+			for range 2 {
+				svc.take(store.WebhookDue{ID: e.ID<<32 | uint64(svc.perEntry[e.ID]), WebhookID: e.ID, CompanyID: c})
+			}
+		}
+	}
+	now := time.Now()
+	for b.Loop() {
+		due, _, err := st.DueWebhookDeliveries(now, dispatchBatch, svc.skipper())
+		if err != nil || len(due) != 4 {
+			b.Fatalf("a pass took %d (%v), want 4 of the other company's", len(due), err)
+		}
+	}
+}
+
 // dueTenants opens a store whose device events each queue a company's
 // number of deliveries (each), due an hour ago a millisecond apart across
 // its entries, and returns it with a maker of such companies: entries

@@ -26,6 +26,7 @@ var notCompanyKeyed = func() map[string]bool {
 		bucketScheduleDue, bucketBillingEvents, bucketCustomers, bucketMedia, bucketMediaChunks,
 		bucketMediaOrphans, bucketWebhookEvents, bucketWebhookEventRefs, bucketWebhookDeliveries,
 		bucketWebhookDue, bucketConsoleSessions, bucketUserConsoleSess, bucketAgentNumberIDs,
+		bucketMailCompany, // keyed by company, but its mails are not (bucketMailCompany)
 	} {
 		m[string(b)] = true
 	}

@@ -102,6 +102,7 @@ var bucketKinds = map[string]store.Kind{
 	"webhook_log_sizes":    "",
 	"mail_outbox":          store.KindMail,
 	"mail_company_pending": "", // from Mail.CompanyID and State
+	"mail_company":         "", // from Mail.CompanyID
 	// media
 	"media":         store.KindMedia,
 	"media_chunks":  store.KindMedia, // CopyMediaChunk

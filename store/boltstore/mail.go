@@ -15,6 +15,16 @@ import (
 // company's pending mails are counted by a seek over its own keys.
 var bucketMailCompanyPending = []byte("mail_company_pending")
 
+// bucketMailCompany indexes every mail of a company (Mail.CompanyID set),
+// pending or done: company id + mail id -> nothing, so that the company's
+// removal finds its mails by a seek over its own keys rather than reading
+// the outbox whole, a week of every company's mail (schema 14,
+// migrate_v14.go). Its keys begin with a company id, but it is listed
+// with the buckets keyed otherwise (notCompanyKeyed): a company's done
+// mail kept it from being an abandoned sign-up no more than before, and
+// the removal takes the entries with their mails (removeCompanyMail).
+var bucketMailCompany = []byte("mail_company")
+
 // AppendMail adds a mail to the outbox and gives it its ID. A mail with a
 // CompanyID is indexed as the company's, without a bound.
 func (s *Store) AppendMail(m *Mail) error {
@@ -77,12 +87,31 @@ func (s *Store) appendMail(tx *bolt.Tx, m *Mail, lim *store.MailLimits) error {
 	return indexCompanyMail(tx, *m, size)
 }
 
+// indexMail keeps m's entry in bucketMailCompany.
+func indexMail(tx *bolt.Tx, m Mail) error {
+	if m.CompanyID == 0 {
+		return nil
+	}
+	return tx.Bucket(bucketMailCompany).Put(pair(m.CompanyID, m.ID), nil)
+}
+
+// unindexMail drops m's entry from bucketMailCompany, m deleted.
+func unindexMail(tx *bolt.Tx, m Mail) error {
+	if m.CompanyID == 0 {
+		return nil
+	}
+	return tx.Bucket(bucketMailCompany).Delete(pair(m.CompanyID, m.ID))
+}
+
 // indexCompanyMail keeps m's entry in bucketMailCompanyPending: there while
-// it is pending, gone once it is not. size is what the entry counts (the
+// it is pending, gone once it is not; and its entry in bucketMailCompany. size is what the entry counts (the
 // mail's MailSize when it was queued).
 func indexCompanyMail(tx *bolt.Tx, m Mail, size int64) error {
 	if m.CompanyID == 0 {
 		return nil
+	}
+	if err := indexMail(tx, m); err != nil {
+		return err
 	}
 	b, key := tx.Bucket(bucketMailCompanyPending), pair(m.CompanyID, m.ID)
 	if m.State != MailPending {

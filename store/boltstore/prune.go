@@ -80,7 +80,7 @@ func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent 
 			case MailSent, MailLogged:
 				if m.CreatedAt.Before(doneCutoff) {
 					done++
-					return true, nil
+					return true, unindexMail(tx, m)
 				}
 			default:
 				if m.CreatedAt.Before(unsentCutoff) {
@@ -88,6 +88,9 @@ func (s *Store) PruneMail(doneCutoff, unsentCutoff time.Time) (done int, unsent 
 						if err := tx.Bucket(bucketMailCompanyPending).Delete(pair(m.CompanyID, m.ID)); err != nil {
 							return false, err
 						}
+					}
+					if err := unindexMail(tx, m); err != nil {
+						return false, err
 					}
 					m.Text, m.HTML = "", "" // the caller logs it; the links stay out of the log
 					unsent = append(unsent, m)

@@ -24,9 +24,9 @@ import (
 // are reached through the company's own indexes (company_users,
 // company_device_ids, dev_conv_messages, agent_messages,
 // webhook_due_entries, media_keys, agent_numbers, the subscription's
-// customer), or, for the few small ones no index names (api_keys,
-// refresh_tokens, onetime_tokens, pairings, mail_outbox, billing_customer:
-// a record or a few per company, user or session, pruned by the server),
+// customer, mail_company), or, for the few small ones no index names
+// (api_keys, refresh_tokens, onetime_tokens, pairings, billing_customer: a
+// record or a few per company, user or session, pruned by the server),
 // read whole in the first step and again in the last; the steps between
 // read none of them. A company that is not stored is ErrNotFound.
 func (s *Store) RemoveCompanyStep(companyID uint64, limit int) (store.CompanyRemoval, error) {
@@ -116,7 +116,8 @@ func credentialsLeft(tx *bolt.Tx, co Company) bool {
 // tokens, the pairing codes, the agent numbers' public ids, the
 // subscription's customer and the company's mail. Each kind is a few
 // records per user or device, or a bucket the server prunes (tokens,
-// pairing codes, mail), so it is one step whatever the company's size.
+// pairing codes, mail: a week of the company's, found by its index), so it
+// is one step whatever the company's size.
 func removeCredentials(tx *bolt.Tx, companyID uint64, r *store.CompanyRemoval) error {
 	id := itob(companyID)
 	drop := func(bucket []byte, match func(k, v []byte) (bool, error)) error {
@@ -176,7 +177,7 @@ func removeCredentials(tx *bolt.Tx, companyID uint64, r *store.CompanyRemoval) e
 	if err := companyOwned(bucketPairings); err != nil {
 		return err
 	}
-	if err := companyOwned(bucketMailOutbox); err != nil {
+	if err := removeCompanyMail(tx, companyID, r); err != nil {
 		return err
 	}
 	if err := drop(bucketCustomers, func(_, v []byte) (bool, error) { return bytes.Equal(v, id), nil }); err != nil {
@@ -196,6 +197,34 @@ func removeCredentials(tx *bolt.Tx, companyID uint64, r *store.CompanyRemoval) e
 				return err
 			}
 			r.Records++
+		}
+	}
+	return nil
+}
+
+// removeCompanyMail removes the company's mails, pending or done, found in
+// bucketMailCompany (schema 14: the outbox holds a week of every
+// company's mail, which the removal read whole, twice), each with its
+// entry there; their entries in mail_company_pending, keyed by company,
+// go with the sweep.
+func removeCompanyMail(tx *bolt.Tx, companyID uint64, r *store.CompanyRemoval) error {
+	prefix := itob(companyID)
+	outbox := tx.Bucket(bucketMailOutbox)
+	c := tx.Bucket(bucketMailCompany).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		mid := bytes.Clone(k[8:])
+		var m Mail
+		switch err := getJSON(outbox, mid, &m); {
+		case err == nil && m.CompanyID == companyID:
+			if err := outbox.Delete(mid); err != nil {
+				return err
+			}
+			r.Records++
+		case err != nil && err != ErrNotFound:
+			return err
+		}
+		if err := c.Delete(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -60,6 +60,9 @@ var migrations = []func(tx *bolt.Tx) (done bool, err error){
 	// registration they were handed to, from the stored queue
 	// (migrate_v13.go).
 	whole(migrateAgentHanded),
+	// 13 -> 14: every mail of a company indexed by the company, from the
+	// stored outbox (migrate_v14.go).
+	whole(migrateMailCompany),
 }
 
 // whole makes a migration that fits in one transaction a one-step one.

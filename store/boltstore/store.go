@@ -41,7 +41,7 @@ var (
 	bucketDeviceTokens     = []byte("device_tokens")      // sha256(token) -> device id + fingerprint
 	bucketCompanyDeviceIDs = []byte("company_device_ids") // company id + device id -> fingerprint, live devices
 	keySchemaVersion       = []byte("schema_version")
-	allBuckets             = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketCompanyEmails, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox, bucketMailCompanyPending, bucketPairings, bucketDevices, bucketDeviceTokens, bucketCompanyDeviceIDs}
+	allBuckets             = [][]byte{bucketMeta, bucketCompanies, bucketAPIKeys, bucketUsers, bucketUsersByEmail, bucketCompanyUsers, bucketCompanyEmails, bucketRefreshTokens, bucketTokenFamilies, bucketUserFamilies, bucketOneTimeTokens, bucketMailOutbox, bucketMailCompanyPending, bucketMailCompany, bucketPairings, bucketDevices, bucketDeviceTokens, bucketCompanyDeviceIDs}
 	secretPrefix           = "secret:"
 )
 

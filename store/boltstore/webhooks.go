@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -193,13 +194,18 @@ func (p *duePass) walk(idx *bolt.Bucket) (last []byte, err error) {
 }
 
 // merge goes on from after the due index key after (due time and id)
-// through the index by company and entry, leaving out the full ones,
-// until the pass is full or nothing more is due.
+// through the index by company and entry, leaving out the full ones (a
+// full company in one seek, not one for each of its entries), until the
+// pass is full or nothing more is due.
 func (p *duePass) merge(idx *bolt.Bucket, after []byte) {
 	var heads dueHeads
 	find := idx.Cursor()
 	for k, _ := find.First(); k != nil; {
 		company, entry := btoi(k[:8]), btoi(k[8:16])
+		if p.CompanyPassed(company) && company < math.MaxUint64 {
+			k, _ = find.Seek(itob(company + 1)) // the next company: none of its entries is read
+			continue
+		}
 		if !p.Passed(company, entry) {
 			c := idx.Cursor()
 			// The entry's first key after the walk's last: a key one byte

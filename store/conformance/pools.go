@@ -475,6 +475,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("Sticky", func(t *testing.T) { t.Parallel(); poolSticky(t, open(t)) })
 	t.Run("StickyAgeAndPrune", func(t *testing.T) { t.Parallel(); poolStickyAgeAndPrune(t, open(t)) })
 	t.Run("StickyReadsSMSOnly", func(t *testing.T) { t.Parallel(); poolStickyReadsSMSOnly(t, open(t)) })
+	t.Run("StickyBulk", func(t *testing.T) { t.Parallel(); poolStickyBulk(t, open(t)) })
 	t.Run("CapsExact", func(t *testing.T) { t.Parallel(); simCapsExact(t, open(t)) })
 	t.Run("RecipientsCap", func(t *testing.T) { t.Parallel(); simRecipientsCap(t, open(t)) })
 	t.Run("DayAndMonthCapsFull", func(t *testing.T) { t.Parallel(); simDayAndMonthCapsFull(t, open(t)) })
@@ -704,6 +705,60 @@ func poolStickyReadsSMSOnly(t *testing.T, s PoolSendsStore) {
 	}
 	if got := x.via("so", to, T0.Add(2*time.Minute)); got != "so-sms/SIM1" {
 		t.Fatalf("the recipient's SMS went from %s, want so-sms/SIM1, the device of its SMS conversation", got)
+	}
+}
+
+// poolStickyBulk: a bulk send through a sticky pool picks each recipient's
+// member as single sends do: a recipient whose entry is StickyAge old
+// exactly keeps its member even though another member texted it since; one
+// whose entry is older goes to the member of its newest conversation; a
+// new recipient takes the fallback's turn, and again the same member when
+// it comes twice in the request.
+func poolStickyBulk(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	for i := range 4 {
+		Device(t, s, a.ID, fmt.Sprintf("sb-%d", i))
+	}
+	putPool(t, s, a.ID, store.PoolInput{Name: "sb", Strategy: store.PoolSticky, Fallback: store.PoolRoundRobin,
+		Members: members("sb-0", "SIM1", "sb-1", "SIM1", "sb-2", "SIM1", "sb-3", "SIM1")})
+	x := poolSender{t, s, a.ID}
+	const fresh, stale, fresh2, fresh3 = "+15553100001", "+15553100002", "+15553100003", "+15553100004"
+	late := T0.Add(store.StickyAge + time.Hour)
+	if got := x.via("sb", fresh, T0); got != "sb-0/SIM1" {
+		t.Fatalf("the first recipient went from %s, want sb-0/SIM1", got)
+	}
+	if got := x.via("sb", stale, T0); got != "sb-1/SIM1" {
+		t.Fatalf("the second recipient went from %s, want sb-1/SIM1", got)
+	}
+	if _, err := x.direct("sb-3", "SIM1", stale, T0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.via("sb", fresh, late.Add(-time.Hour)); got != "sb-0/SIM1" {
+		t.Fatalf("the first recipient, its entry StickyAge old, went from %s, want sb-0/SIM1", got)
+	}
+	if _, err := x.direct("sb-2", "SIM1", fresh, late.Add(-30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	var bulk []store.Message
+	for _, to := range []string{fresh, stale, fresh2, fresh2, fresh3} {
+		m := x.msg(to)
+		m.Pool = "sb"
+		bulk = append(bulk, m)
+	}
+	out, _, err := s.EnqueueBulk(bulk, store.IdempotencyKey{}, func() time.Time { return late }, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range out {
+		got = append(got, m.Device+"/"+m.SIMSlot)
+	}
+	if want := []string{"sb-0/SIM1", "sb-3/SIM1", "sb-2/SIM1", "sb-2/SIM1", "sb-3/SIM1"}; !slices.Equal(got, want) {
+		t.Fatalf("the bulk went from %v, want %v: the fresh entry's member, the stale one's newest conversation, "+
+			"then the fallback's turn for the new recipients (the same member for the one that comes twice)", got, want)
+	}
+	if got := x.via("sb", stale, late); got != "sb-3/SIM1" {
+		t.Fatalf("after the bulk the second recipient went from %s, want sb-3/SIM1, its entry the bulk wrote", got)
 	}
 }
 

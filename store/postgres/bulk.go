@@ -45,7 +45,7 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		if err != nil {
 			return err
 		}
-		d, r, err := route(t, &routed[0], check, at, false)
+		d, r, err := route(t, &routed[0], check, at, false, recipients(routed))
 		if err != nil {
 			return err
 		}
@@ -190,4 +190,17 @@ func (s *Store) ImportMessages(msgs []store.Message) error {
 		}
 		return t.sendBatch(b)
 	})
+}
+
+// recipients are the phones of ms, each once, in the order they come.
+func recipients(ms []store.Message) []string {
+	seen := make(map[string]bool, len(ms))
+	var out []string
+	for _, m := range ms {
+		if !seen[m.Phone] {
+			seen[m.Phone] = true
+			out = append(out, m.Phone)
+		}
+	}
+	return out
 }

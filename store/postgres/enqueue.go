@@ -19,7 +19,8 @@ import (
 //
 //   - readSend's batch claims the idempotency key, reads the send's facts
 //     (readSendFacts), and for a send to a device locks the device and then
-//     reads its SIM's caps and counts, under that lock. The results are
+//     reads its SIM's caps and counts, under that lock (for a send through
+//     a pool, reads the pool: queuePool). The results are
 //     checked afterwards in the order the checks ran one by one (the key's
 //     earlier answer, the device, the SIM's caps, the opt-outs, the plan,
 //     the budget), so the same refusal wins when several apply;
@@ -37,7 +38,9 @@ import (
 // that replays its key's earlier answer writes nothing, as before, but has
 // read and locked its device in the same batch until it commits.
 // Rare paths keep their own round trips: a key that was used before
-// (settle), a send through a pool (its members are looked at one by one),
+// (settle), a send through a pool (its record and, for a sticky pool, the
+// recipient's last member are read in the read batch; its members are
+// looked at one by one),
 // a SIM with a recipients cap (known), a send the budget refuses (the plan
 // is checked first, as it was), and an idempotency key's answer, built from
 // the stored message once its id and place are known.
@@ -49,6 +52,7 @@ type sendReads struct {
 	dev     store.Device
 	devErr  error // store.ErrDeviceGone: the device send names no live device
 	tally   *simTally
+	pool    *poolRead // a send through a pool: the pool, read unlocked
 }
 
 // readSend reads what a single send m checks, in one round trip.
@@ -67,7 +71,9 @@ func (s *Store) readSend(t *txn, m store.Message, k answerKey, now time.Time) (*
 		r.facts, err = s.scanSendFacts(row, now)
 		return err
 	})
-	if m.Pool == "" {
+	if m.Pool != "" {
+		r.pool = queuePool(b, m.CompanyID, m.Pool, m.Phone, now, true)
+	} else {
 		// As liveDevice(..., true) reads it.
 		b.Queue("SELECT rec FROM devices WHERE company_id = $1 AND fingerprint = $2 AND deleted_at IS NULL FOR UPDATE",
 			id(m.CompanyID), m.Device).QueryRow(func(row pgx.Row) error {
@@ -165,7 +171,7 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 		var d store.Device
 		var r *router
 		if msg.Pool != "" {
-			d, r, err = route(t, &msg, check, at, true)
+			d, r, err = routePool(t, &msg, rd.pool, check, at, true, nil)
 		} else {
 			r = &router{tally: rd.tally}
 			d, err = r.onDevice(&msg, check, rd.dev, rd.devErr)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -60,6 +61,8 @@ type poolPicker struct {
 	// looked at.
 	devices map[uint64]*store.Device
 	locked  bool
+	// read: the SIMs of the members it may take are read (readMembers).
+	read bool
 	// failing caches whether each member's SIM is in a carrier-error streak.
 	failing map[simKey]bool
 	// load is each device's queued jobs (counted up to loadCountCap) plus
@@ -67,6 +70,11 @@ type poolPicker struct {
 	load map[uint64]int
 	// sticky is this transaction's picks by recipient, written at commit.
 	sticky map[string]store.PoolMember
+	// talked is what the store says of the recipients' last members
+	// (stickyCandidate), read once per recipient; ahead is the
+	// recipients of a bulk send, all read at its first look (readTalks).
+	talked map[string]lastTalk
+	ahead  []string
 	tally  *simTally
 	// skip, when set, passes members over for a reason of the caller's.
 	skip func(store.PoolMember) string
@@ -77,35 +85,76 @@ type poolPicker struct {
 // openPool starts choosing from the company's pool named name; a name the
 // company has no pool under is store.ErrPoolGone. one says the picker
 // chooses for a single send (pickOne), which locks nothing yet; otherwise
-// the members' rows are locked (newPicker).
-func openPool(t *txn, companyID uint64, name string, check store.DeviceCheck, tally *simTally, one bool) (*poolPicker, error) {
-	var p store.Pool
-	var raw []byte
-	var rows int
-	err := t.row(`SELECT rec, (SELECT count(*) FROM pool_member_turns t WHERE t.pool_id = p.id
-			AND t.member_id IN (SELECT (e->>'id')::bigint FROM jsonb_array_elements(p.rec->'members') e))
-		FROM pools p WHERE company_id = $1 AND name_key = $2`, id(companyID), poolNameKey(name)).Scan(&raw, &rows)
-	if errors.Is(mapErr(err), store.ErrNotFound) {
-		return nil, store.ErrPoolGone
-	}
-	if err != nil {
+// the members' rows are locked (newPicker). phone is the recipient of a
+// single send (queuePool).
+func openPool(t *txn, companyID uint64, name, phone string, check store.DeviceCheck, tally *simTally, one bool) (*poolPicker, error) {
+	b := &pgx.Batch{}
+	pr := queuePool(b, companyID, name, phone, tally.now, one)
+	if err := t.sendBatch(b); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(raw, &p); err != nil {
+	return pr.open(t, check, tally, one)
+}
+
+// poolRead is what queuePool's statement read of a pool.
+type poolRead struct {
+	gone  bool // no pool of the company has the name
+	raw   []byte
+	rows  int // the member turn rows of its members
+	phone string
+	lt    lastTalk // phone's, for a single send through a sticky pool
+}
+
+// queuePool queues the read of the company's pool named name that
+// openPool opens, unlocked: its record and its members' turn rows and,
+// for a single send (one) through a sticky pool, what stickyCandidate
+// reads of its recipient phone at now (lastTalkSQL), so a single send
+// reads its pool in the round trip of its other reads (readSend).
+func queuePool(b *pgx.Batch, companyID uint64, name, phone string, now time.Time, one bool) *poolRead {
+	pr := &poolRead{phone: phone}
+	lt := &pr.lt
+	b.Queue(`SELECT rec, (SELECT count(*) FROM pool_member_turns t WHERE t.pool_id = p.id
+			AND t.member_id IN (SELECT (e->>'id')::bigint FROM jsonb_array_elements(p.rec->'members') e)),
+			lt.entry_dev, lt.entry_slot, lt.written_at, lt.conv_dev, lt.conv_slot
+		FROM pools p LEFT JOIN LATERAL (`+lastTalkSQL("p.id", "$1", memberDevicesSQL("p.rec"), "$3", "$4",
+		"$5 AND p.rec->>'strategy' = '"+store.PoolSticky+"'")+`) lt ON true
+		WHERE company_id = $1 AND name_key = $2`, id(companyID), poolNameKey(name), phone, freshSince(now), one).
+		QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&pr.raw, &pr.rows, &lt.entryDev, &lt.entrySlot, &lt.written, &lt.convDev, &lt.convSlot)
+			if errors.Is(err, pgx.ErrNoRows) {
+				pr.gone = true
+				return nil
+			}
+			return err
+		})
+	return pr
+}
+
+// open starts the picker of the pool pr read (openPool).
+func (pr *poolRead) open(t *txn, check store.DeviceCheck, tally *simTally, one bool) (*poolPicker, error) {
+	if pr.gone {
+		return nil, store.ErrPoolGone
+	}
+	var p store.Pool
+	if err := json.Unmarshal(pr.raw, &p); err != nil {
 		return nil, err
 	}
 	if !one {
 		return newPicker(t, p, check, tally)
 	}
-	if rows < len(p.Members) {
+	if pr.rows < len(p.Members) {
 		// Every member has its row (PutPool, the migration, a load); one
 		// without would never be chosen.
 		if err := memberTurnRows(t, p); err != nil {
 			return nil, err
 		}
 	}
-	return &poolPicker{t: t, pool: p, check: check, tally: tally, one: true, taken: map[uint64]int64{},
-		devices: map[uint64]*store.Device{}, failing: map[simKey]bool{}}, nil
+	pp := &poolPicker{t: t, pool: p, check: check, tally: tally, one: true, taken: map[uint64]int64{},
+		devices: map[uint64]*store.Device{}, failing: map[simKey]bool{}}
+	if p.Strategy == store.PoolSticky {
+		pp.talked = map[string]lastTalk{pr.phone: pr.lt}
+	}
+	return pp, nil
 }
 
 // newPicker starts choosing from pool p, its members' rows locked in
@@ -278,6 +327,11 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 			return store.PoolMember{}, nil, err
 		}
 	}
+	if !pp.read {
+		if err := pp.readMembers(); err != nil {
+			return store.PoolMember{}, nil, err
+		}
+	}
 	m, d, ok, err := pp.pool.PickByStrategy(phone, pp.stickyMember, pp.leastLoaded, pp.roundRobin)
 	if err != nil {
 		return store.PoolMember{}, nil, err
@@ -286,6 +340,77 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 		return store.PoolMember{}, nil, pp.passed.Refusal(pp.pool)
 	}
 	return pp.takeOne(m, d, phone)
+}
+
+// readMembers reads, once its members' devices are locked (lockMembers),
+// what usable reads of each member it may take, in one statement for all
+// the members' SIMs' caps and counts (into the tally, unless it has them:
+// a failover's pickers share one) and one for their carrier-error streaks.
+// Read as each member was looked at, they were two statements a member, a
+// round trip each, while a bulk send or a failover held every member of
+// the pool. The members passed over by skip, and those whose device is
+// gone or disabled, which usable reads nothing of, are left out.
+func (pp *poolPicker) readMembers() error {
+	pp.read = true
+	var devs, streakDevs []int64
+	var slots, streakSlots []string
+	seen := map[simKey]bool{}
+	for _, m := range pp.pool.Members {
+		k := simKey{m.DeviceID, m.SIMSlot}
+		if d := pp.devices[m.DeviceID]; d == nil || d.Status == store.DeviceDisabled || seen[k] || pp.skip != nil && pp.skip(m) != "" {
+			continue
+		}
+		seen[k] = true
+		if _, ok := pp.tally.sims[k]; !ok {
+			devs, slots = append(devs, id(m.DeviceID)), append(slots, m.SIMSlot)
+		}
+		if _, ok := pp.failing[k]; !ok {
+			streakDevs, streakSlots = append(streakDevs, id(m.DeviceID)), append(streakSlots, m.SIMSlot)
+		}
+	}
+	if len(devs) > 0 {
+		rows, err := pp.t.query(`SELECT x.d, x.s, `+simCountsOf("x.d", "x.s", "$3", "$4")+`
+			FROM unnest($1::bigint[], $2::text[]) AS x (d, s)`, devs, slots, dayStamp(pp.tally.now), monthStamp(pp.tally.now))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var dev int64
+			var slot string
+			c := &simCount{}
+			if err := c.scan(rows, &dev, &slot); err != nil {
+				rows.Close()
+				return err
+			}
+			pp.tally.sims[simKey{uint64(dev), slot}] = c
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	if len(streakDevs) == 0 {
+		return nil
+	}
+	for i := range streakDevs {
+		pp.failing[simKey{uint64(streakDevs[i]), streakSlots[i]}] = false
+	}
+	rows, err := pp.t.query(`SELECT k.device_id, k.sim_slot, k.n, k.last_at FROM sim_streaks k
+		JOIN unnest($1::bigint[], $2::text[]) AS x (dev, slot) ON k.device_id = x.dev AND k.sim_slot = x.slot`, streakDevs, streakSlots)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dev, n int64
+		var slot string
+		var last time.Time
+		if err := rows.Scan(&dev, &slot, &n, &last); err != nil {
+			return err
+		}
+		pp.failing[simKey{uint64(dev), slot}] = failing(n, last, pp.tally.now)
+	}
+	return rows.Err()
 }
 
 // roundRobin takes the next usable member after the last one taken.
@@ -378,50 +503,125 @@ func (pp *poolPicker) stickyMember(phone string) (store.PoolMember, *store.Devic
 }
 
 // stickyCandidate is the member that last talked to phone, as stickyMember
-// finds it, usable or not; found is false when there is none.
+// finds it, usable or not; found is false when there is none. What the
+// store says of phone (lastTalk) is read ahead when the picker knows its
+// recipients (openPool, readTalks), else here.
 func (pp *poolPicker) stickyCandidate(phone string) (store.PoolMember, bool, error) {
 	if m, ok := pp.sticky[phone]; ok {
 		return m, true, nil
 	}
-	find := func(dev uint64, slot string) (store.PoolMember, bool) {
+	if pp.talked == nil && len(pp.ahead) > 0 {
+		if err := pp.readTalks(pp.ahead); err != nil {
+			return store.PoolMember{}, false, err
+		}
+	}
+	lt, ok := pp.talked[phone]
+	if !ok {
+		if err := pp.readTalks([]string{phone}); err != nil {
+			return store.PoolMember{}, false, err
+		}
+		lt = pp.talked[phone]
+	}
+	find := func(dev *int64, slot *string) (store.PoolMember, bool) {
 		for _, m := range pp.pool.Members {
-			if m.DeviceID == dev && (slot == "" || m.SIMSlot == slot) {
+			if int64(m.DeviceID) == *dev && (*slot == "" || m.SIMSlot == *slot) {
 				return m, true
 			}
 		}
 		return store.PoolMember{}, false
 	}
-	var dev int64
-	var slot string
-	var written time.Time
-	err := pp.t.row("SELECT device_id, sim_slot, written_at FROM pool_sticky WHERE pool_id = $1 AND phone = $2",
-		id(pp.pool.ID), phone).Scan(&dev, &slot, &written)
-	switch err = mapErr(err); {
-	case err == nil && pp.tally.now.Sub(written) <= store.StickyAge:
-		m, ok := find(uint64(dev), slot)
+	switch {
+	case lt.written != nil && pp.tally.now.Sub(*lt.written) <= store.StickyAge:
+		m, ok := find(lt.entryDev, lt.entrySlot)
 		return m, ok, nil
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return store.PoolMember{}, false, err
+	case lt.convDev != nil:
+		m, ok := find(lt.convDev, lt.convSlot)
+		return m, ok, nil
 	}
+	return store.PoolMember{}, false, nil
+}
+
+// lastTalk is what the store says of the member that last talked to a
+// recipient (stickyCandidate): the pool's sticky entry for it (written_at
+// nil: none) and, unless that entry was written within store.StickyAge,
+// the device and SIM of the newest SMS message between the recipient and
+// a member's device (an inbound text counts; convDev nil: none).
+type lastTalk struct {
+	entryDev, convDev   *int64
+	entrySlot, convSlot *string
+	written             *time.Time
+}
+
+// lastTalkSQL is the query of a recipient's lastTalk, one row when the
+// SQL when holds and none otherwise (nothing is read then): pool,
+// company, devices, phone and fresh are the SQL of the pool's id, its
+// company's, its members' device ids (an array), the recipient and the
+// oldest written_at of an entry within store.StickyAge (freshSince). The
+// messages are read only where the entry is missing or may be older, and
+// only of the members' devices that have a conversation with the
+// recipient, found in one probe of conversations_phone (migration 0023;
+// every SMS message has its conversation's row, which goes only with the
+// last message it counts): read by device, a new recipient cost a probe of
+// every member's messages. SMS conversations only, as the embedded
+// store's: an agent's WhatsApp or iMessage messages share the table (and
+// the device, on a phone that is both) but are no conversation of the SMS
+// lists.
+func lastTalkSQL(pool, company, devices, phone, fresh, when string) string {
+	return fmt.Sprintf(`SELECT s.device_id AS entry_dev, s.sim_slot AS entry_slot, s.written_at,
+			c.device_id AS conv_dev, c.sim_slot AS conv_slot
+		FROM (SELECT 1 WHERE %[6]s) one
+		LEFT JOIN pool_sticky s ON s.pool_id = %[1]s AND s.phone = %[4]s
+		LEFT JOIN LATERAL (SELECT device_id, coalesce(rec->>'sim_slot', '') AS sim_slot FROM messages
+			WHERE (s.written_at IS NULL OR s.written_at < %[5]s)
+			AND company_id = %[2]s AND phone = %[4]s AND channel NOT IN `+agentChannels+`
+			AND device_id IN (SELECT v.device_id FROM conversations v
+				WHERE v.company_id = %[2]s AND v.phone = %[4]s AND v.device_id = ANY(%[3]s))
+			ORDER BY created_at DESC, id DESC LIMIT 1) c ON true`, pool, company, devices, phone, fresh, when)
+}
+
+// memberDevicesSQL is the SQL of the device ids (an array) of the members
+// of the pool whose record is the SQL rec.
+func memberDevicesSQL(rec string) string {
+	return "ARRAY(SELECT (e->>'device_id')::bigint FROM jsonb_array_elements(" + rec + "->'members') e)"
+}
+
+// freshSince is the oldest written_at of a sticky entry within
+// store.StickyAge at now, rounded up to the database's microsecond: every
+// entry older than stickyCandidate keeps (now.Sub(written) > StickyAge)
+// is before it.
+func freshSince(now time.Time) time.Time {
+	at := now.Add(-store.StickyAge)
+	if t := at.Truncate(time.Microsecond); t.Before(at) {
+		return t.Add(time.Microsecond)
+	}
+	return at
+}
+
+// readTalks reads the lastTalk of each of phones in one statement.
+func (pp *poolPicker) readTalks(phones []string) error {
 	devs := make([]int64, 0, len(pp.pool.Members))
 	for _, m := range pp.pool.Members {
 		devs = append(devs, id(m.DeviceID))
 	}
-	// SMS conversations only, as the embedded store's: an agent's WhatsApp
-	// or iMessage messages share the table (and the device, on a phone that
-	// is both) but are no conversation of the SMS lists.
-	err = pp.t.row(`SELECT device_id, rec->>'sim_slot' FROM messages
-		WHERE company_id = $1 AND device_id = ANY($2) AND phone = $3 AND channel NOT IN `+agentChannels+`
-		ORDER BY created_at DESC, id DESC LIMIT 1`,
-		id(pp.pool.CompanyID), devs, phone).Scan(&dev, &slot)
-	if err = mapErr(err); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return store.PoolMember{}, false, nil
-		}
-		return store.PoolMember{}, false, err
+	rows, err := pp.t.query(`SELECT ph.phone, lt.entry_dev, lt.entry_slot, lt.written_at, lt.conv_dev, lt.conv_slot
+		FROM unnest($3::text[]) AS ph (phone) CROSS JOIN LATERAL (`+lastTalkSQL("$1", "$2", "$4", "ph.phone", "$5", "true")+`) lt`,
+		id(pp.pool.ID), id(pp.pool.CompanyID), phones, devs, freshSince(pp.tally.now))
+	if err != nil {
+		return err
 	}
-	m, ok := find(uint64(dev), slot)
-	return m, ok, nil
+	defer rows.Close()
+	if pp.talked == nil {
+		pp.talked = make(map[string]lastTalk, len(phones))
+	}
+	for rows.Next() {
+		var phone string
+		var lt lastTalk
+		if err := rows.Scan(&phone, &lt.entryDev, &lt.entrySlot, &lt.written, &lt.convDev, &lt.convSlot); err != nil {
+			return err
+		}
+		pp.talked[phone] = lt
+	}
+	return rows.Err()
 }
 
 // commit writes the SIMs' counts, the turn and the sticky entries of the
@@ -450,10 +650,18 @@ func (pp *poolPicker) queueCommit(b *pgx.Batch) {
 				SELECT ctid FROM pool_member_turns WHERE pool_id = $1 AND member_id = ANY($2) FOR UPDATE SKIP LOCKED))`,
 			id(pp.pool.ID), members, stamps)
 	}
-	for phone, m := range pp.sticky {
-		b.Queue(`INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at) VALUES ($1, $2, $3, $4, $5)
+	if len(pp.sticky) > 0 {
+		// One statement for all the picks' recipients (a bulk send's
+		// thousands), in phone order.
+		phones := slices.Sorted(maps.Keys(pp.sticky))
+		devs, slots := make([]int64, len(phones)), make([]string, len(phones))
+		for i, phone := range phones {
+			devs[i], slots[i] = id(pp.sticky[phone].DeviceID), pp.sticky[phone].SIMSlot
+		}
+		b.Queue(`INSERT INTO pool_sticky (pool_id, phone, device_id, sim_slot, written_at)
+			SELECT $1, s.phone, s.device_id, s.sim_slot, $5 FROM unnest($2::text[], $3::bigint[], $4::text[]) AS s (phone, device_id, sim_slot)
 			ON CONFLICT (pool_id, phone) DO UPDATE SET device_id = EXCLUDED.device_id, sim_slot = EXCLUDED.sim_slot, written_at = EXCLUDED.written_at`,
-			id(pp.pool.ID), phone, id(m.DeviceID), m.SIMSlot, pp.tally.now)
+			id(pp.pool.ID), phones, devs, slots, pp.tally.now)
 	}
 }
 

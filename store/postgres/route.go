@@ -25,7 +25,8 @@ import (
 //     before it looks at the next, so it waits for a device holding no
 //     other (poolpick_one.go). A bulk send, and a failover, lock every
 //     member's row in member id order and then every member's device in
-//     one statement in id order (lockMembers) before they look at any.
+//     one statement in id order (lockMembers) before they look at any,
+//     and then read all the members' SIMs in two statements (readMembers).
 //   - Lock order: member rows, then devices. A single send holds at most
 //     one member's row and one device while it waits for a lock, and waits
 //     for a member's row only holding none; the others take the rows of
@@ -35,7 +36,12 @@ import (
 //   - least_loaded counts the queue_place rows of each member's device (up
 //     to loadCountCap), all members in one statement; sticky's fallback to
 //     "the member that last talked to the recipient" is the newest message,
-//     either way, between the recipient and a member's device.
+//     either way, between the recipient and a member's device, read of the
+//     devices whose conversations have the number (conversations_phone). A
+//     single send reads it with the pool, in the round trip of its other
+//     reads (queuePool); a bulk send all its recipients' in one statement,
+//     once it holds its members (readTalks), and writes their sticky
+//     entries in one.
 
 // router places the messages of one send request inside its transaction:
 // on the device they name, or on the member the pool they name picks, and
@@ -56,21 +62,38 @@ type router struct {
 // *store.PoolUnavailableError or *store.PoolCappedError. Every refusal is
 // an error, so the transaction writes nothing. one says the request is a
 // single send (pickOne locks only the member it takes); a bulk send's
-// picker locks every member first. Call r.next for each further message
-// of the same request, and r.commit with the writes.
-func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, one bool) (store.Device, *router, error) {
-	r := &router{tally: newSIMTally(t, now)}
+// picker locks every member first, and ahead is its recipients
+// (routePool). Call r.next for each further message of the same request,
+// and r.commit with the writes.
+func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, one bool, ahead []string) (store.Device, *router, error) {
 	if m.Pool != "" {
-		pp, err := openPool(t, m.CompanyID, m.Pool, check, r.tally, one)
-		if err != nil {
-			return store.Device{}, nil, err
-		}
-		r.pool = pp
-		d, err := r.next(m)
-		return d, r, err
+		return routePool(t, m, nil, check, now, one, ahead)
 	}
+	r := &router{tally: newSIMTally(t, now)}
 	d, err := liveDevice(t, m.CompanyID, m.Device, true)
 	d, err = r.onDevice(m, check, d, err)
+	return d, r, err
+}
+
+// routePool is route of a send through m's pool, read by pr (queuePool)
+// or, nil, here. ahead is the recipients of a bulk send: a sticky pool
+// reads what it needs of each one's last member in one statement, once it
+// holds its members (readTalks).
+func routePool(t *txn, m *store.Message, pr *poolRead, check store.DeviceCheck, now time.Time, one bool, ahead []string) (store.Device, *router, error) {
+	r := &router{tally: newSIMTally(t, now)}
+	var pp *poolPicker
+	var err error
+	if pr != nil {
+		pp, err = pr.open(t, check, r.tally, one)
+	} else {
+		pp, err = openPool(t, m.CompanyID, m.Pool, m.Phone, check, r.tally, one)
+	}
+	if err != nil {
+		return store.Device{}, nil, err
+	}
+	pp.ahead = ahead
+	r.pool = pp
+	d, err := r.next(m)
 	return d, r, err
 }
 

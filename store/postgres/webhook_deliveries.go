@@ -181,8 +181,10 @@ func (h *dueHead) next(t *txn, now time.Time, unleased bool) error {
 // dueEntries reads each entry with deliveries due at now after the due
 // delivery after, and the first dueFirstRead of them, one statement: it
 // steps from entry to entry of the pending deliveries through the index by
-// company and entry (a probe each), leaving out the companies and entries
-// the pass found full, and reads each one's oldest due.
+// company and entry (a probe each; a company the pass found full one probe,
+// its first entry, and the next step goes past all its entries), leaving
+// out the companies and entries the pass found full, and reads each one's
+// oldest due.
 func dueEntries(t *txn, now time.Time, unleased bool, after dueRow, p *store.DueScan) (dueHeads, error) {
 	skipCompanies, skipEntries := []int64{}, []int64{} // never nil: <> ALL(NULL) is never true
 	companies, entries := p.PassedIDs()
@@ -197,7 +199,8 @@ func dueEntries(t *txn, now time.Time, unleased bool, after dueRow, p *store.Due
 			UNION ALL
 			SELECT n.company_id, n.webhook_id FROM entries e CROSS JOIN LATERAL (
 				SELECT company_id, webhook_id FROM webhook_deliveries d
-				WHERE (d.company_id, d.webhook_id) > (e.company_id, e.webhook_id)
+				WHERE (d.company_id, d.webhook_id) > (e.company_id,
+					CASE WHEN e.company_id = ANY($6) THEN 9223372036854775807 ELSE e.webhook_id END)
 				ORDER BY company_id, webhook_id LIMIT 1) n
 		)
 		SELECT e.company_id, e.webhook_id, d.id, d.next_attempt_at FROM entries e CROSS JOIN LATERAL (

@@ -139,3 +139,36 @@ func TestDuePassReadsNoneOfAFullCompany(t *testing.T) {
 		}
 	}
 }
+
+// A pass while a company of 20 entries is at its bound of attempts under
+// way, 2,000 due over its entries, reads as much of the outbox as one
+// while a company of 2 entries is: once the pass knows the company is
+// full, its read by entry steps past all its entries at once. It stepped
+// from entry to entry, a probe for each of the 20.
+func TestDuePassStepsOverAFullCompanyAtOnce(t *testing.T) {
+	t.Parallel()
+	reads := map[int]int64{}
+	for _, entries := range []int{2, 20} {
+		s := openStore(t, Options{})
+		at := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+		full := dueTenant(t, s, "full", entries, 2000, at)
+		dueTenant(t, s, "other", 2, 6, at.Add(500*time.Microsecond))
+		if _, err := s.pool.Exec(t.Context(), "VACUUM (ANALYZE) webhook_deliveries"); err != nil {
+			t.Fatal(err)
+		}
+		due, read := duePassReads(t, s, time.Now(), 64, func(d store.WebhookDue) store.DueVerdict {
+			if d.CompanyID == full.CompanyID {
+				return store.DuePassCompany
+			}
+			return store.DueTake
+		})
+		if len(due) != 6 {
+			t.Fatalf("%d entries: took %+v, want the other company's 6", entries, due)
+		}
+		reads[entries] = read
+	}
+	if reads[20] > reads[2]+2 {
+		t.Errorf("a pass read %d rows and index entries of the outbox with a full company of 20 entries, %d with one of 2: want as many",
+			reads[20], reads[2])
+	}
+}
