@@ -311,13 +311,22 @@ func (s *Service) Released(dev store.Device) {
 // the job does not go after all, its hand-out refused), otherwise how long
 // to wait. A number paused since its job was read waits (Pending holds a
 // paused number's jobs; resuming it kicks its agent's link), and starts no
-// gap.
-func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration) {
+// gap; so does one gone since (its company's removal). A store fault is
+// the caller's, as at its other reads of the queue: a wait would hold the
+// job on a link that looks well.
+func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration, err error) {
 	n, err := s.store.AgentNumberByRef(dev.CompanyID, numberID)
-	if err != nil || n.Status == store.NumberPaused {
-		return nil, time.Minute // gone, unreadable or paused: look again later
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, time.Minute, nil
 	}
-	return s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
+	if err != nil {
+		return nil, 0, err
+	}
+	if n.Status == store.NumberPaused {
+		return nil, time.Minute, nil // resuming it kicks the link
+	}
+	turn, wait = s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
+	return turn, wait, nil
 }
 
 // Inbound stores a WhatsApp or iMessage message an agent received, once

@@ -41,8 +41,9 @@ type Agents interface {
 	Release(ctx context.Context, dev store.Device, hello channel.CheckedAnnounce) error
 	// Ready's wait is 0 when the number may dispatch a job now (and starts
 	// its gap: the turn, which gives it back), otherwise how long until it
-	// may (a number paused since its job was read waits).
-	Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration)
+	// may (a number paused since its job was read waits); an error is the
+	// store's, which ends the link as at the queue's other reads.
+	Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration, err error)
 	// Inbound stores a WhatsApp or iMessage message, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
 }
@@ -134,7 +135,12 @@ func (c *conn) pumpAgents() {
 				l.cursor = j.Seq // written to this link already: read again after a rewind
 				continue
 			}
-			turn, wait := agents.Ready(c.dev, l.id)
+			turn, wait, err := agents.Ready(c.dev, l.id)
+			if err != nil {
+				c.storeFault(err, "check an agent job's number", "device", c.dev.Fingerprint, "number", l.id)
+				return
+			}
+			c.hub.reached()
 			if wait > 0 {
 				if earliest == 0 || wait < earliest {
 					earliest = wait
