@@ -352,9 +352,11 @@ func (t *Turn) GiveBack() {
 // wait 0 means yes (turn is the dispatch), and the next dispatch is then
 // held back by a random gap in [gap.Min, gap.Max]; otherwise wait is how
 // long until it may (turn nil). lastTaken
-// is when the number's agent last took a job as the store remembers it: the
-// first dispatch this process makes for the number (after a restart, say)
-// keeps at least gap.Min after it. A pause drawn for another gap than
+// is when the number's agent last took a job as the store remembers it: a
+// dispatch keeps at least gap.Min after it when it is later than the next
+// dispatch this process had allowed, or the process knows of none (the
+// first after a restart, say; a job another node of a cluster dispatched
+// while the number's link was there). A pause drawn for another gap than
 // gap (the number's was changed since) is drawn again from gap, from the
 // same start, so a shorter gap lets the next job go sooner and a longer
 // one holds it longer.
@@ -367,7 +369,15 @@ func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (turn
 		s.advanceAll(now)
 		g.states[key] = s
 	}
-	if s.next == 0 && !lastTaken.IsZero() {
+	if !lastTaken.IsZero() && lastTaken.UnixNano() > s.next {
+		// Taken after the pause this process knows of had ended (or with
+		// none known, after a start): by the agent of another node the
+		// number's link was on meanwhile, or by this one's agent acking
+		// late. The next dispatch waits the gap's minimum after it. A time
+		// ahead of the clock (another node's clock ahead of this one's)
+		// counts as now, as a send's does (addHistory): the number waits a
+		// gap, not the clocks' difference too.
+		lastTaken = minTime(lastTaken, now)
 		s.last = lastTaken.UnixNano()
 		s.next = lastTaken.Add(max(gap.Min, 0)).UnixNano()
 	}
