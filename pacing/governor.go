@@ -80,7 +80,8 @@ type ring struct {
 	sum  uint32
 }
 
-// numberState is one number's windows and gap. Fixed size: 512 bytes.
+// numberState is one number's windows and gap. Fixed size: 520 bytes on
+// 64-bit machines (576 allocated, the allocator's size class).
 type numberState struct {
 	min               [minuteBuckets]uint16
 	hour              [hourBuckets]uint16
