@@ -80,7 +80,7 @@ type ring struct {
 	sum  uint32
 }
 
-// numberState is one number's windows and gap. Fixed size: 520 bytes on
+// numberState is one number's windows and gap. Fixed size: 528 bytes on
 // 64-bit machines (576 allocated, the allocator's size class).
 type numberState struct {
 	min               [minuteBuckets]uint16
@@ -91,6 +91,9 @@ type numberState struct {
 	// began (the last dispatch, or the last job taken before a restart),
 	// both in unix nanoseconds: next-last is the pause drawn.
 	next, last int64
+	// taken is the last job taken (the store's lastTaken) that the pause
+	// was counted from, so that it holds the number back once.
+	taken int64
 	// turns counts the dispatches allowed: a Turn given back undoes its
 	// gap only while it is the last one (GiveBack).
 	turns uint64
@@ -370,17 +373,19 @@ func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (turn
 		s.advanceAll(now)
 		g.states[key] = s
 	}
-	if !lastTaken.IsZero() && lastTaken.UnixNano() > s.next {
+	if lt := lastTaken.UnixNano(); !lastTaken.IsZero() && lt > s.next && lt > s.taken {
 		// Taken after the pause this process knows of had ended (or with
 		// none known, after a start): by the agent of another node the
 		// number's link was on meanwhile, or by this one's agent acking
-		// late. The next dispatch waits the gap's minimum after it. A time
-		// ahead of the clock (another node's clock ahead of this one's)
-		// counts as now, as a send's does (addHistory): the number waits a
-		// gap, not the clocks' difference too.
-		lastTaken = minTime(lastTaken, now)
-		s.last = lastTaken.UnixNano()
-		s.next = lastTaken.Add(max(gap.Min, 0)).UnixNano()
+		// late. The next dispatch waits the gap's minimum after it, once
+		// for each such job. A time ahead of the clock (another node's
+		// clock ahead of this one's) counts as now, as a send's does
+		// (addHistory): the number waits a gap, not the clocks' difference
+		// too.
+		s.taken = lt
+		at := minTime(lastTaken, now)
+		s.last = at.UnixNano()
+		s.next = at.Add(max(gap.Min, 0)).UnixNano()
 	}
 	if lo := max(gap.Min, 0); s.next != 0 {
 		if p := time.Duration(s.next - s.last); p < lo || p > max(gap.Max, lo) {

@@ -239,8 +239,13 @@ func TestGovernorGapCountsAJobTakenSinceElsewhere(t *testing.T) {
 	}
 	// A job taken by the agent of a node whose clock is an hour ahead of
 	// this one's counts as taken now: the next waits a gap, not an hour more.
-	if _, wait := g.Dispatch(8, gap, back, back.Add(time.Hour)); wait != gap.Min {
+	ahead := back.Add(time.Hour)
+	if _, wait := g.Dispatch(8, gap, back, ahead); wait != gap.Min {
 		t.Fatalf("a job taken by a clock an hour ahead: wait %v, want %v", wait, gap.Min)
+	}
+	// Once: the same job does not hold the number back again at each look.
+	if _, wait := g.Dispatch(8, gap, back.Add(gap.Min), ahead); wait != 0 {
+		t.Fatalf("a gap after the job taken by a clock an hour ahead: wait %v, want 0", wait)
 	}
 	// This node's own job, taken (acked) within its gap, holds the next
 	// one back by the gap drawn at its dispatch, no longer.
