@@ -220,9 +220,10 @@ func normaliseSender(channel, from, region string) string {
 	return from
 }
 
-// Pending returns the number's next job for the device after the one with
-// seq after (the number must be held by the device), as sms.Service.Pending
-// does for a device's SMS: a job whose TTL ended has no send frame. A
+// Pending returns up to limit of the number's jobs for the device after
+// the one with seq after, oldest first (the number must be held by the
+// device), as sms.Service.Pending does for a device's SMS: a job whose TTL
+// ended has no send frame. A
 // paused number's jobs are held: none, until it is active again (its TTL
 // runs meanwhile; the expiry sweep ends the ones it outlasts).
 func (s *Service) Pending(_ context.Context, dev store.Device, numberID, after uint64, limit int) ([]sms.Job, error) {
@@ -311,13 +312,22 @@ func (s *Service) Released(dev store.Device) {
 // the job does not go after all, its hand-out refused), otherwise how long
 // to wait. A number paused since its job was read waits (Pending holds a
 // paused number's jobs; resuming it kicks its agent's link), and starts no
-// gap.
-func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration) {
+// gap; so does one gone since (its company's removal). A store fault is
+// the caller's, as at its other reads of the queue: a wait would hold the
+// job on a link that looks well.
+func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration, err error) {
 	n, err := s.store.AgentNumberByRef(dev.CompanyID, numberID)
-	if err != nil || n.Status == store.NumberPaused {
-		return nil, time.Minute // gone, unreadable or paused: look again later
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, time.Minute, nil
 	}
-	return s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
+	if err != nil {
+		return nil, 0, err
+	}
+	if n.Status == store.NumberPaused {
+		return nil, time.Minute, nil // resuming it kicks the link
+	}
+	turn, wait = s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
+	return turn, wait, nil
 }
 
 // Inbound stores a WhatsApp or iMessage message an agent received, once

@@ -99,8 +99,8 @@ func TestPauseHoldsAcrossNodes(t *testing.T) {
 	}
 	// The job read just before the pause is not let go, and starts no gap.
 	for range 2 {
-		if _, wait := holder.Ready(d, n.ID); wait <= 0 {
-			t.Fatalf("the paused number's job read before the pause: ready (wait %v), want held", wait)
+		if _, wait, err := holder.Ready(d, n.ID); wait <= 0 || err != nil {
+			t.Fatalf("the paused number's job read before the pause: ready (wait %v, %v), want held", wait, err)
 		}
 	}
 	if jobs, err := holder.Pending(context.Background(), d, n.ID, 0, 10); err != nil || len(jobs) != 0 {
@@ -119,10 +119,10 @@ func TestPauseHoldsAcrossNodes(t *testing.T) {
 			t.Fatalf("resumed, job %d: %+v, want %s: in the order sent", i, j.Send, sent[i])
 		}
 	}
-	if _, wait := holder.Ready(d, n.ID); wait != 0 {
-		t.Fatalf("resumed: the first job waits %v, want none (the pause started no gap)", wait)
+	if _, wait, err := holder.Ready(d, n.ID); wait != 0 || err != nil {
+		t.Fatalf("resumed: the first job waits %v (%v), want none (the pause started no gap)", wait, err)
 	}
-	if _, wait := holder.Ready(d, n.ID); wait <= 0 {
-		t.Fatalf("the second job right after the first: ready, want it to wait its gap")
+	if _, wait, err := holder.Ready(d, n.ID); wait <= 0 || err != nil {
+		t.Fatalf("the second job right after the first: ready (%v), want it to wait its gap", err)
 	}
 }

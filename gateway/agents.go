@@ -41,8 +41,9 @@ type Agents interface {
 	Release(ctx context.Context, dev store.Device, hello channel.CheckedAnnounce) error
 	// Ready's wait is 0 when the number may dispatch a job now (and starts
 	// its gap: the turn, which gives it back), otherwise how long until it
-	// may (a number paused since its job was read waits).
-	Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration)
+	// may (a number paused since its job was read waits); an error is the
+	// store's, which ends the link as at the queue's other reads.
+	Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration, err error)
 	// Inbound stores a WhatsApp or iMessage message, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
 }
@@ -88,6 +89,35 @@ func isAgentChannel(ch string) bool {
 	return ch == proto.ChannelWhatsApp || ch == proto.ChannelIMessage
 }
 
+// passedBatch is how many jobs of a number a link reads at once after it
+// passed over all the jobs of its last read: an agent back after its jobs'
+// TTL ended finds them all still queued until the expiry sweep marks them
+// (within a minute), and read one at a time they held the pump for as many
+// reads as there were jobs.
+const passedBatch = 32
+
+// passes says whether the link passes over the job, and moves the line's
+// cursor past it if so: its TTL ended (the sweeper marks it), it was
+// handed to another agent, or it was written to this link already.
+// pumpMu held.
+func (c *conn) passes(l *line, j sms.Job) bool {
+	switch {
+	case j.Send == nil: // expired: the sweeper marks it
+		l.cursor = j.Seq
+	case j.HandedTo != 0 && j.HandedTo != c.dev.ID:
+		// Handed to the number's former agent, which may have taken it
+		// (its ack lost): it is that agent's until it reports it or is
+		// deleted (PROTOCOL.md section 16.1).
+		l.passOver(j.Seq)
+	default:
+		if _, mine := c.inflight[j.Send.ID]; !mine {
+			return false
+		}
+		l.cursor = j.Seq // written to this link already: read again after a rewind
+	}
+	return true
+}
+
 // pumpAgents hands the numbers' jobs to the link while the window has room,
 // each number at most one job per gap; a number that must wait arms one
 // timer for the earliest. pumpMu held.
@@ -99,6 +129,9 @@ func (c *conn) pumpAgents() {
 	var earliest time.Duration
 	for i := range c.lines {
 		l := &c.lines[i]
+		// One job a read, the one that goes next; after a read whose jobs
+		// the link all passed over, passedBatch a read.
+		limit := 1
 		for {
 			if c.hub.cfg.MaxInflight-len(c.inflight) <= 0 || c.closed() {
 				return
@@ -106,7 +139,7 @@ func (c *conn) pumpAgents() {
 			if c.gated("load pending agent jobs") {
 				return
 			}
-			jobs, err := agents.Pending(context.Background(), c.dev, l.id, l.cursor, 1)
+			jobs, err := agents.Pending(context.Background(), c.dev, l.id, l.cursor, limit)
 			if err != nil {
 				// The link ends, as when its SMS queue cannot be read
 				// (pumpSMS): left up, it would read this queue again
@@ -118,23 +151,22 @@ func (c *conn) pumpAgents() {
 			if len(jobs) == 0 {
 				break
 			}
-			j := jobs[0]
-			if j.Send == nil { // expired: the sweeper marks it
-				l.cursor = j.Seq
+			k := 0
+			for k < len(jobs) && c.passes(l, jobs[k]) {
+				k++
+			}
+			if k == len(jobs) {
+				limit = passedBatch // more may follow: read them many at a time
 				continue
 			}
-			if j.HandedTo != 0 && j.HandedTo != c.dev.ID {
-				// Handed to the number's former agent, which may have
-				// taken it (its ack lost): it is that agent's until it
-				// reports it or is deleted (PROTOCOL.md section 16.1).
-				l.passOver(j.Seq)
-				continue
+			limit = 1
+			j := jobs[k]
+			turn, wait, err := agents.Ready(c.dev, l.id)
+			if err != nil {
+				c.storeFault(err, "check an agent job's number", "device", c.dev.Fingerprint, "number", l.id)
+				return
 			}
-			if _, mine := c.inflight[j.Send.ID]; mine {
-				l.cursor = j.Seq // written to this link already: read again after a rewind
-				continue
-			}
-			turn, wait := agents.Ready(c.dev, l.id)
+			c.hub.reached()
 			if wait > 0 {
 				if earliest == 0 || wait < earliest {
 					earliest = wait

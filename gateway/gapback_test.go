@@ -75,7 +75,7 @@ func TestAgentHandOutRefusedGivesTheGapBack(t *testing.T) {
 	if err != nil || len(nums) != 1 {
 		t.Fatalf("numbers: %v (%v), want the one", nums, err)
 	}
-	if turn, wait := node.agents.Ready(dev, nums[0].ID); wait != time.Hour || turn != nil {
-		t.Fatalf("right after the job went: turn %v, wait %v, want an hour", turn, wait)
+	if turn, wait, err := node.agents.Ready(dev, nums[0].ID); wait != time.Hour || turn != nil || err != nil {
+		t.Fatalf("right after the job went: turn %v, wait %v (%v), want an hour", turn, wait, err)
 	}
 }

@@ -80,7 +80,8 @@ type ring struct {
 	sum  uint32
 }
 
-// numberState is one number's windows and gap. Fixed size: 512 bytes.
+// numberState is one number's windows and gap. Fixed size: 528 bytes on
+// 64-bit machines (576 allocated, the allocator's size class).
 type numberState struct {
 	min               [minuteBuckets]uint16
 	hour              [hourBuckets]uint16
@@ -90,6 +91,9 @@ type numberState struct {
 	// began (the last dispatch, or the last job taken before a restart),
 	// both in unix nanoseconds: next-last is the pause drawn.
 	next, last int64
+	// taken is the last job taken (the store's lastTaken) that the pause
+	// was counted from, so that it holds the number back once.
+	taken int64
 	// turns counts the dispatches allowed: a Turn given back undoes its
 	// gap only while it is the last one (GiveBack).
 	turns uint64
@@ -352,9 +356,11 @@ func (t *Turn) GiveBack() {
 // wait 0 means yes (turn is the dispatch), and the next dispatch is then
 // held back by a random gap in [gap.Min, gap.Max]; otherwise wait is how
 // long until it may (turn nil). lastTaken
-// is when the number's agent last took a job as the store remembers it: the
-// first dispatch this process makes for the number (after a restart, say)
-// keeps at least gap.Min after it. A pause drawn for another gap than
+// is when the number's agent last took a job as the store remembers it: a
+// dispatch keeps at least gap.Min after it when it is later than the next
+// dispatch this process had allowed, or the process knows of none (the
+// first after a restart, say; a job another node of a cluster dispatched
+// while the number's link was there). A pause drawn for another gap than
 // gap (the number's was changed since) is drawn again from gap, from the
 // same start, so a shorter gap lets the next job go sooner and a longer
 // one holds it longer.
@@ -367,9 +373,19 @@ func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (turn
 		s.advanceAll(now)
 		g.states[key] = s
 	}
-	if s.next == 0 && !lastTaken.IsZero() {
-		s.last = lastTaken.UnixNano()
-		s.next = lastTaken.Add(max(gap.Min, 0)).UnixNano()
+	if lt := lastTaken.UnixNano(); !lastTaken.IsZero() && lt > s.next && lt > s.taken {
+		// Taken after the pause this process knows of had ended (or with
+		// none known, after a start): by the agent of another node the
+		// number's link was on meanwhile, or by this one's agent acking
+		// late. The next dispatch waits the gap's minimum after it, once
+		// for each such job. A time ahead of the clock (another node's
+		// clock ahead of this one's) counts as now, as a send's does
+		// (addHistory): the number waits a gap, not the clocks' difference
+		// too.
+		s.taken = lt
+		at := minTime(lastTaken, now)
+		s.last = at.UnixNano()
+		s.next = at.Add(max(gap.Min, 0)).UnixNano()
 	}
 	if lo := max(gap.Min, 0); s.next != 0 {
 		if p := time.Duration(s.next - s.last); p < lo || p > max(gap.Max, lo) {

@@ -216,6 +216,45 @@ func TestGovernorGapSurvivesARestart(t *testing.T) {
 	}
 }
 
+// A number whose agent's link was on this node before, went to another
+// node of a cluster, whose dispatch the agent took a moment ago, and came
+// back: the next dispatch here waits the gap's minimum after that job, as
+// the first one after a restart does. The state this node kept from an
+// hour ago let it go at once, 0.1 s after the other node's.
+func TestGovernorGapCountsAJobTakenSinceElsewhere(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	gap := Gap{Min: 2 * time.Second, Max: 5 * time.Second}
+	if _, wait := g.Dispatch(7, gap, govStart, time.Time{}); wait != 0 {
+		t.Fatalf("the first dispatch: wait %v, want 0", wait)
+	}
+	back := govStart.Add(time.Hour)
+	taken := back.Add(-100 * time.Millisecond) // the other node's job
+	if turn, wait := g.Dispatch(7, gap, back, taken); wait != 1900*time.Millisecond || turn != nil {
+		t.Fatalf("back an hour later, a job taken elsewhere 0.1 s before: wait %v, want 1.9 s", wait)
+	}
+	at := taken.Add(gap.Min)
+	if _, wait := g.Dispatch(7, gap, at, taken); wait != 0 {
+		t.Fatalf("the gap's minimum after that job: wait %v, want 0", wait)
+	}
+	// A job taken by the agent of a node whose clock is an hour ahead of
+	// this one's counts as taken now: the next waits a gap, not an hour more.
+	ahead := back.Add(time.Hour)
+	if _, wait := g.Dispatch(8, gap, back, ahead); wait != gap.Min {
+		t.Fatalf("a job taken by a clock an hour ahead: wait %v, want %v", wait, gap.Min)
+	}
+	// Once: the same job does not hold the number back again at each look.
+	if _, wait := g.Dispatch(8, gap, back.Add(gap.Min), ahead); wait != 0 {
+		t.Fatalf("a gap after the job taken by a clock an hour ahead: wait %v, want 0", wait)
+	}
+	// This node's own job, taken (acked) within its gap, holds the next
+	// one back by the gap drawn at its dispatch, no longer.
+	_, drawn := g.Dispatch(7, gap, at, taken)
+	if _, wait := g.Dispatch(7, gap, at.Add(time.Second), at.Add(time.Second)); wait != drawn-time.Second {
+		t.Fatalf("acked a second after its dispatch: wait %v, want the %v drawn less that second", wait, drawn)
+	}
+}
+
 // No span of a window's length holds more sends than its cap, wherever in
 // their buckets the sends fell: sends late in a bucket still count a whole
 // window after them, and Retry-After is never shorter than the exact wait.
