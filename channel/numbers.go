@@ -220,7 +220,7 @@ func (s *Service) Messages(_ context.Context, companyID uint64, channel, id stri
 
 // Message returns one of the company's messages of channel by its id (UUID).
 func (s *Service) Message(_ context.Context, companyID uint64, channel, id string) (store.Message, error) {
-	m, err := s.store.MessageByUUID(companyID, id)
+	m, err := s.store.MessageByUUID(companyID, store.CanonicalUUID(id))
 	if errors.Is(err, store.ErrNotFound) || (err == nil && m.Channel != channel) {
 		return store.Message{}, problem.New(problem.NotFound, "No such message.")
 	}

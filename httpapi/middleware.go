@@ -567,6 +567,8 @@ func (s *Server) refuseRepeated(next echo.HandlerFunc) echo.HandlerFunc {
 		case c.Request().URL.RawQuery != "":
 			if param, repeated := nulchar.Repeated(c.QueryParams(), nil); repeated {
 				pe = problem.Invalid(param, "is given more than once in the address, with different values; give it once (a list is one value, its items separated by commas)")
+			} else if param, differs := pathAndQueryDiffer(c); differs {
+				pe = problem.Invalid(param, "is given in the path and again in the query, with another value; give it once")
 			}
 		}
 		if pe == nil || !s.isRoute(c) {
@@ -574,6 +576,35 @@ func (s *Server) refuseRepeated(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return pe
 	}
+}
+
+// pathAndQueryDiffer names a parameter of the route's path that the query
+// gives again with another value: DELETE /opt-outs/{phone}?phone=X took the
+// path's number off the list and dropped X, which the query form of the
+// same route would have taken. A leading space before more is read as the
+// "+" it was (an unencoded + in a query), as the routes read a number.
+func pathAndQueryDiffer(c echo.Context) (string, bool) {
+	q := c.QueryParams()
+	for i, name := range c.ParamNames() {
+		vs, ok := q[name]
+		if !ok || i >= len(c.ParamValues()) {
+			continue
+		}
+		p := plusOfSpace(c.ParamValues()[i])
+		for _, v := range vs {
+			if plusOfSpace(v) != p {
+				return name, true
+			}
+		}
+	}
+	return "", false
+}
+
+func plusOfSpace(v string) string {
+	if strings.HasPrefix(v, " ") && strings.TrimSpace(v) != "" {
+		return "+" + v[1:]
+	}
+	return v
 }
 
 // idempotentRoutes are the routes that read the Idempotency-Key header.

@@ -29,7 +29,7 @@ const (
 
 // Queued returns one outbound message of the company by its queue id.
 func (s *Service) Queued(_ context.Context, companyID uint64, queueID string) (store.Message, error) {
-	m, err := s.store.MessageByUUID(companyID, queueID)
+	m, err := s.store.MessageByUUID(companyID, store.CanonicalUUID(queueID))
 	// WhatsApp and iMessage sends are read at their own routes.
 	if errors.Is(err, store.ErrNotFound) || err == nil && (m.Direction != store.Outbound || store.IsAgentChannel(m.Channel)) {
 		return m, problem.New(problem.NotFound, "No queued message with this id.")

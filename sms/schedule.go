@@ -144,7 +144,7 @@ func (s *Service) ReleaseDue() { s.releaseDue(context.Background()) }
 // taken it (sending or later) it is a 409 conflict; another company's id
 // is 404.
 func (s *Service) Cancel(_ context.Context, companyID uint64, queueID string) (store.Message, error) {
-	m, err := s.store.Cancel(companyID, queueID, s.now())
+	m, err := s.store.Cancel(companyID, store.CanonicalUUID(queueID), s.now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return m, problem.New(problem.NotFound, "No queued message with this id.")
