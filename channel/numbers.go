@@ -37,29 +37,34 @@ func Devices(list ...Number) map[string]uint64 {
 	return ids
 }
 
+// today is the start of now's UTC day: what SentToday counts from.
+func today(now time.Time) time.Time { return now.UTC().Truncate(24 * time.Hour) }
+
 func (s *Service) view(n store.AgentNumber, now time.Time) (Number, error) {
-	day := now.UTC().Truncate(24 * time.Hour)
-	sent, err := s.store.AgentSendsSince(n.CompanyID, n.ID, day)
+	sent, err := s.store.AgentSendsSince(n.CompanyID, n.ID, today(now))
 	if err != nil {
 		return Number{}, err
 	}
-	return Number{AgentNumber: n, Caps: s.caps(n, now), Warmup: now.Sub(n.FirstSeen) < s.cfg.Warmup, Gap: s.gap(n), SentToday: sent}, nil
+	return s.viewSent(n, now, sent), nil
 }
 
-// Numbers lists the company's numbers (WhatsApp) or handles (iMessage).
+// viewSent is n's view at now, with sent sends today.
+func (s *Service) viewSent(n store.AgentNumber, now time.Time, sent int) Number {
+	return Number{AgentNumber: n, Caps: s.caps(n, now), Warmup: now.Sub(n.FirstSeen) < s.cfg.Warmup, Gap: s.gap(n), SentToday: sent}
+}
+
+// Numbers lists the company's numbers (WhatsApp) or handles (iMessage):
+// their records and each one's sends today in one store read, however many
+// there are (a company may have 1,000 a channel).
 func (s *Service) Numbers(_ context.Context, companyID uint64, channel string) ([]Number, error) {
-	list, err := s.store.AgentNumbers(companyID, channel)
+	now := s.now()
+	list, sent, err := s.store.AgentNumbersSentSince(companyID, channel, today(now))
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
 	out := make([]Number, 0, len(list))
-	for _, n := range list {
-		v, err := s.view(n, now)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
+	for i, n := range list {
+		out = append(out, s.viewSent(n, now, sent[i]))
 	}
 	return out, nil
 }

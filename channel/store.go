@@ -13,6 +13,7 @@ type Store interface {
 	AgentNumber(companyID uint64, channel, publicID string) (store.AgentNumber, error)
 	AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
+	AgentNumbersSentSince(companyID uint64, channel string, since time.Time) ([]store.AgentNumber, []int, error)
 	AgentNumbersNew(companyID uint64, channel string, addresses []string) (fresh, have int, err error)
 	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error)
 	AgentRelease(companyID, deviceID uint64, held []string) ([]store.AgentNumber, error)

@@ -17,6 +17,7 @@ type Backend interface {
 	AgentNumber(companyID uint64, channel, publicID string) (AgentNumber, error)
 	AgentNumberByRef(companyID, numberID uint64) (AgentNumber, error)
 	AgentNumbers(companyID uint64, channel string) ([]AgentNumber, error)
+	AgentNumbersSentSince(companyID uint64, channel string, since time.Time) ([]AgentNumber, []int, error)
 	AgentNumbersNew(companyID uint64, channel string, addresses []string) (fresh, have int, err error)
 	AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]Message, error)
 	AgentRelease(companyID, deviceID uint64, held []string) ([]AgentNumber, error)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ type AgentsStore interface {
 	UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error)
 	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
+	AgentNumbersSentSince(companyID uint64, channel string, since time.Time) ([]store.AgentNumber, []int, error)
 	AgentNumbersNew(companyID uint64, channel string, addresses []string) (fresh, have int, err error)
 	AgentNumber(companyID uint64, channel, publicID string) (store.AgentNumber, error)
 	AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error)
@@ -74,6 +76,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("InboundOnceConcurrent", func(t *testing.T) { t.Parallel(); agentInboundOnceConcurrent(t, open(t)) })
 	t.Run("Messages", func(t *testing.T) { t.Parallel(); agentMessages(t, open(t)) })
 	t.Run("Sends", func(t *testing.T) { t.Parallel(); agentSends(t, open(t)) })
+	t.Run("NumbersSentSince", func(t *testing.T) { t.Parallel(); agentNumbersSentSince(t, open(t)) })
 }
 
 const (
@@ -1168,6 +1171,56 @@ func agentSends(t *testing.T, s AgentsStore) {
 	}
 	if pruned, err := s.PruneAgentSends(T0.Add(90 * time.Minute)); err != nil || pruned != 0 {
 		t.Fatalf("pruning again: %d (%v), want 0", pruned, err)
+	}
+}
+
+// agentNumbersSentSince: the company's numbers of a channel, as
+// AgentNumbers lists them, each with its accepted sends since a time, as
+// AgentSendsSince counts them: another company's sends through the same
+// address, and another channel's numbers, are not counted.
+func agentNumbersSentSince(t *testing.T, s AgentsStore) {
+	a, _ := Company(t, s)
+	b, _ := Company(t, s)
+	d := Device(t, s, a.ID, newFingerprint())
+	db := Device(t, s, b.ID, newFingerprint())
+	nums := announce(t, s, d, store.ChannelNameWhatsApp, T0, waZ, waX, waY)
+	handle := announce(t, s, d, store.ChannelNameIMessage, T0, "ana@example.com")[0]
+	bx := announce(t, s, db, store.ChannelNameWhatsApp, T0, waX)[0]
+	for i, n := range nums {
+		for k := range i + 1 {
+			enqueueAt(t, s, agentSend(a.ID, n, "a"), T0.Add(time.Duration(k)*time.Hour))
+		}
+	}
+	enqueueAt(t, s, agentSend(a.ID, handle, "h"), T0)
+	enqueueAt(t, s, agentSend(b.ID, bx, "b"), T0.Add(time.Hour))
+	want, err := s.AgentNumbers(a.ID, store.ChannelNameWhatsApp)
+	if err != nil || len(want) != 3 {
+		t.Fatalf("the numbers: %+v (%v)", want, err)
+	}
+	for _, since := range []time.Time{beforeSends, T0, T0.Add(time.Hour), T0.Add(3 * time.Hour)} {
+		list, sent, err := s.AgentNumbersSentSince(a.ID, store.ChannelNameWhatsApp, since)
+		if err != nil || !reflect.DeepEqual(list, want) || len(sent) != len(list) {
+			t.Fatalf("since %s: %+v %v (%v), want the numbers as AgentNumbers lists them, %+v", since, list, sent, err, want)
+		}
+		for i, n := range list {
+			// nums[j] sent at T0, T0+1h, ... T0+jh.
+			j := slices.IndexFunc(nums, func(m store.AgentNumber) bool { return m.ID == n.ID })
+			counted := 0
+			for k := range j + 1 {
+				if !T0.Add(time.Duration(k) * time.Hour).Before(since) {
+					counted++
+				}
+			}
+			if one, err := s.AgentSendsSince(a.ID, n.ID, since); err != nil || sent[i] != counted || one != counted {
+				t.Fatalf("since %s: %s has %d sends, AgentSendsSince %d (%v), want %d", since, n.Address, sent[i], one, err, counted)
+			}
+		}
+	}
+	if list, sent, err := s.AgentNumbersSentSince(b.ID, store.ChannelNameWhatsApp, beforeSends); err != nil || len(list) != 1 || list[0].ID != bx.ID || !slices.Equal(sent, []int{1}) {
+		t.Fatalf("company b: %+v %v (%v), want its one number with its one send", list, sent, err)
+	}
+	if list, sent, err := s.AgentNumbersSentSince(b.ID, store.ChannelNameIMessage, beforeSends); err != nil || len(list) != 0 || len(sent) != 0 {
+		t.Fatalf("company b's handles: %+v %v (%v), want none", list, sent, err)
 	}
 }
 

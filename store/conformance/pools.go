@@ -478,6 +478,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("StickyBulk", func(t *testing.T) { t.Parallel(); poolStickyBulk(t, open(t)) })
 	t.Run("CapsExact", func(t *testing.T) { t.Parallel(); simCapsExact(t, open(t)) })
 	t.Run("RecipientsCap", func(t *testing.T) { t.Parallel(); simRecipientsCap(t, open(t)) })
+	t.Run("RecipientsCapBulk", func(t *testing.T) { t.Parallel(); simRecipientsCapBulk(t, open(t)) })
 	t.Run("DayAndMonthCapsFull", func(t *testing.T) { t.Parallel(); simDayAndMonthCapsFull(t, open(t)) })
 	t.Run("PoolCapped", func(t *testing.T) { t.Parallel(); poolCapped(t, open(t)) })
 	t.Run("CountsPruned", func(t *testing.T) { t.Parallel(); simCountsPruned(t, open(t)) })
@@ -939,6 +940,95 @@ func simRecipientsCap(t *testing.T, s PoolSendsStore) {
 	}
 	if _, err := x.direct("rc", "SIM1", "+15555000003", T0.Add(14*time.Hour)); err != nil {
 		t.Fatalf("a new recipient the next day: %v", err)
+	}
+}
+
+// simRecipientsCapBulk: a bulk send counts its distinct recipients against
+// the recipients cap of the SIMs it sends from, with those they sent to
+// today already and those earlier in the request, to a device or through
+// a pool: a recipient counts once however often it is named, a known one
+// passes at the cap, and one new recipient past the cap refuses the whole
+// request, which counts nothing.
+func simRecipientsCapBulk(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	for _, fp := range []string{"rb", "rb-a", "rb-b"} {
+		Device(t, s, a.ID, fp)
+		if _, err := s.SetSIMCaps(a.ID, fp, map[string]store.SIMCaps{"SIM1": {RecipientsPerDay: 4}}, T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putPool(t, s, a.ID, store.PoolInput{Name: "rb", Strategy: store.PoolRoundRobin, Members: members("rb-a", "SIM1", "rb-b", "SIM1")})
+	x := poolSender{t, s, a.ID}
+	phone := func(i int) string { return fmt.Sprintf("+155542%05d", i) }
+	bulk := func(device, pool string, at time.Time, to ...int) ([]store.Message, error) {
+		ms := make([]store.Message, len(to))
+		for i, p := range to {
+			ms[i] = x.msg(phone(p))
+			ms[i].Device, ms[i].SIMSlot, ms[i].Pool = device, "SIM1", pool
+		}
+		out, _, err := s.EnqueueBulk(ms, store.IdempotencyKey{}, func() time.Time { return at }, nil, nil)
+		return out, err
+	}
+	usage := func(fp string) store.SIMUsage {
+		t.Helper()
+		us, err := s.SIMUsages(a.ID, fp, T0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return us[0]
+	}
+	capped := func(name string, err error) {
+		t.Helper()
+		var c *store.SIMCappedError
+		if !errors.As(err, &c) || c.What != store.CapRecipientsPerDay || c.Limit != 4 {
+			t.Fatalf("%s: %v, want the recipients_per_day cap", name, err)
+		}
+	}
+	// To a device: one known today, two new ones named twice each.
+	if _, err := x.direct("rb", "SIM1", phone(1), T0); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := bulk("rb", "", T0, 1, 2, 3, 2, 1, 3); err != nil || len(out) != 6 {
+		t.Fatalf("a bulk to 3 recipients, 1 known, at a cap of 4: %d (%v)", len(out), err)
+	}
+	if u := usage("rb"); u.Day != 7 || u.Recipients != 3 {
+		t.Fatalf("after the bulk: %d sends to %d recipients, want 7 to 3", u.Day, u.Recipients)
+	}
+	_, err := bulk("rb", "", T0, 1, 4, 5, 2)
+	capped("a bulk with two new recipients, one place left", err)
+	if u := usage("rb"); u.Day != 7 || u.Recipients != 3 {
+		t.Fatalf("a refused bulk counted: %d sends to %d recipients", u.Day, u.Recipients)
+	}
+	if out, err := bulk("rb", "", T0, 3, 4, 1, 4, 2); err != nil || len(out) != 5 {
+		t.Fatalf("a bulk with one new recipient, one place left: %d (%v)", len(out), err)
+	}
+	if out, err := bulk("rb", "", T0, 4, 3, 2, 1); err != nil || len(out) != 4 {
+		t.Fatalf("a bulk to known recipients at the cap: %d (%v)", len(out), err)
+	}
+	_, err = bulk("rb", "", T0, 1, 6)
+	capped("a bulk with a new recipient at the cap", err)
+	if u := usage("rb"); u.Day != 16 || u.Recipients != 4 {
+		t.Fatalf("at the cap: %d sends to %d recipients, want 16 to 4", u.Day, u.Recipients)
+	}
+	// Through a pool of two SIMs of 4 each: 8 recipients fit, alternating
+	// members; a ninth does not.
+	out, err := bulk("", "rb", T0, 10, 11, 12, 13, 14, 15, 16, 17)
+	if err != nil || len(out) != 8 {
+		t.Fatalf("a bulk to 8 recipients through a pool of two SIMs of 4: %d (%v)", len(out), err)
+	}
+	if a, b := usage("rb-a"), usage("rb-b"); a.Recipients != 4 || b.Recipients != 4 {
+		t.Fatalf("the pool's members: %d and %d recipients, want 4 each", a.Recipients, b.Recipients)
+	}
+	var pc *store.PoolCappedError
+	if _, err = bulk("", "rb", T0, 10, 18); !errors.As(err, &pc) || pc.Pool != "rb" {
+		t.Fatalf("a pool bulk with a ninth recipient: %v, want a *PoolCappedError", err)
+	}
+	if a, b := usage("rb-a"), usage("rb-b"); a.Day+b.Day != 8 {
+		t.Fatalf("a refused pool bulk counted: %d sends", a.Day+b.Day)
+	}
+	next := T0.Add(14 * time.Hour) // the next day
+	if out, err := bulk("rb", "", next, 5, 6, 7, 8); err != nil || len(out) != 4 {
+		t.Fatalf("4 new recipients the next day: %d (%v)", len(out), err)
 	}
 }
 

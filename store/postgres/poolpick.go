@@ -345,7 +345,9 @@ func (pp *poolPicker) pick(phone string) (store.PoolMember, *store.Device, error
 // readMembers reads, once its members' devices are locked (lockMembers),
 // what usable reads of each member it may take, in one statement for all
 // the members' SIMs' caps and counts (into the tally, unless it has them:
-// a failover's pickers share one) and one for their carrier-error streaks.
+// a failover's pickers share one) and one for their carrier-error streaks,
+// and for a bulk send from SIMs with a recipients cap, one for which of
+// its recipients each of those SIMs sent to today (readKnown).
 // Read as each member was looked at, they were two statements a member, a
 // round trip each, while a bulk send or a failover held every member of
 // the pool. The members passed over by skip, and those whose device is
@@ -355,12 +357,14 @@ func (pp *poolPicker) readMembers() error {
 	var devs, streakDevs []int64
 	var slots, streakSlots []string
 	seen := map[simKey]bool{}
+	var keys []simKey
 	for _, m := range pp.pool.Members {
 		k := simKey{m.DeviceID, m.SIMSlot}
 		if d := pp.devices[m.DeviceID]; d == nil || d.Status == store.DeviceDisabled || seen[k] || pp.skip != nil && pp.skip(m) != "" {
 			continue
 		}
 		seen[k] = true
+		keys = append(keys, k)
 		if _, ok := pp.tally.sims[k]; !ok {
 			devs, slots = append(devs, id(m.DeviceID)), append(slots, m.SIMSlot)
 		}
@@ -388,6 +392,11 @@ func (pp *poolPicker) readMembers() error {
 		if err := rows.Err(); err != nil {
 			return err
 		}
+	}
+	// A bulk send's recipients, for the members' SIMs with a recipients
+	// cap: one statement for all of them.
+	if err := pp.tally.readKnown(keys...); err != nil {
+		return err
 	}
 	if len(streakDevs) == 0 {
 		return nil

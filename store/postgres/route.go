@@ -70,6 +70,7 @@ func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, one
 		return routePool(t, m, nil, check, now, one, ahead)
 	}
 	r := &router{tally: newSIMTally(t, now)}
+	r.tally.expect(ahead)
 	d, err := liveDevice(t, m.CompanyID, m.Device, true)
 	d, err = r.onDevice(m, check, d, err)
 	return d, r, err
@@ -81,6 +82,7 @@ func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, one
 // holds its members (readTalks).
 func routePool(t *txn, m *store.Message, pr *poolRead, check store.DeviceCheck, now time.Time, one bool, ahead []string) (store.Device, *router, error) {
 	r := &router{tally: newSIMTally(t, now)}
+	r.tally.expect(ahead)
 	var pp *poolPicker
 	var err error
 	if pr != nil {

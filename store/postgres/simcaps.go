@@ -19,7 +19,11 @@ import (
 // and adds to them with its device's row locked (route locks it), so a cap
 // refuses at the exact count however many sends race, on one node or many.
 // The counts are rows of sim_usage, the day's recipients rows of
-// sim_recipients (only while the SIM has a recipients cap).
+// sim_recipients (only while the SIM has a recipients cap). Whether a
+// SIM sent to a recipient today already is one statement for a single
+// send, and one for all the recipients of a bulk send (expect,
+// readKnown), read under the same lock: a bulk's statements do not grow
+// with its messages (TestBulkRecipientsCapStatements).
 
 // Kinds of sim_usage rows.
 const (
@@ -45,6 +49,10 @@ type simTally struct {
 	t    *txn
 	now  time.Time
 	sims map[simKey]*simCount
+	// ahead is the recipients of a bulk send (expect): whether a SIM with
+	// a recipients cap sent to them today is read for all of them at once
+	// (readKnown), not one statement a message.
+	ahead map[string]bool
 }
 
 type simKey struct {
@@ -57,10 +65,68 @@ type simCount struct {
 	day, month, recips int64 // as stored
 	added              int64 // this transaction's sends
 	newRecips          map[string]bool
+	// sentTo is which of the tally's ahead the SIM sent to today, as
+	// stored, once aheadRead (readKnown).
+	sentTo    map[string]bool
+	aheadRead bool
 }
 
 func newSIMTally(t *txn, now time.Time) *simTally {
 	return &simTally{t: t, now: now, sims: map[simKey]*simCount{}}
+}
+
+// expect tells the tally the recipients of a bulk send, which known then
+// looks up for all of them at once, a SIM's at its first question.
+func (st *simTally) expect(phones []string) {
+	if len(phones) == 0 {
+		return
+	}
+	st.ahead = make(map[string]bool, len(phones))
+	for _, p := range phones {
+		st.ahead[p] = true
+	}
+}
+
+// readKnown reads, in one statement, which of the tally's ahead each of
+// the SIMs with a recipients cap among keys (read into the tally) sent to
+// today: what known answers for them from then on. The caller holds their
+// devices' row locks, as for their counts, so what it reads stays true
+// until the commit.
+func (st *simTally) readKnown(keys ...simKey) error {
+	if len(st.ahead) == 0 {
+		return nil
+	}
+	var devs []int64
+	var slots []string
+	for _, k := range keys {
+		if c := st.sims[k]; c != nil && c.caps.RecipientsPerDay > 0 && !c.aheadRead {
+			c.aheadRead, c.sentTo = true, map[string]bool{}
+			devs, slots = append(devs, id(k.dev)), append(slots, k.slot)
+		}
+	}
+	if len(devs) == 0 {
+		return nil
+	}
+	phones := make([]string, 0, len(st.ahead))
+	for p := range st.ahead {
+		phones = append(phones, p)
+	}
+	rows, err := st.t.query(`SELECT r.device_id, r.sim_slot, r.phone FROM unnest($1::bigint[], $2::text[]) AS x (d, s)
+		JOIN sim_recipients r ON r.device_id = x.d AND r.sim_slot = x.s AND r.day = $3 AND r.phone = ANY($4)`,
+		devs, slots, dayStamp(st.now), phones)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dev int64
+		var slot, phone string
+		if err := rows.Scan(&dev, &slot, &phone); err != nil {
+			return err
+		}
+		st.sims[simKey{uint64(dev), slot}].sentTo[phone] = true
+	}
+	return rows.Err()
 }
 
 // sim reads the SIM's caps and counts; the caller holds its device's row
@@ -171,10 +237,19 @@ func (st *simTally) allows(dev uint64, slot, phone string) (*store.SIMCappedErro
 	return nil, nil
 }
 
-// known says whether the SIM sent to phone today already.
+// known says whether the SIM sent to phone today already. A recipient of
+// a bulk send (expect) is looked up with the others (readKnown).
 func (st *simTally) known(dev uint64, slot string, c *simCount, phone string) (bool, error) {
 	if c.newRecips[phone] {
 		return true, nil
+	}
+	if st.ahead[phone] {
+		if err := st.readKnown(simKey{dev, slot}); err != nil {
+			return false, err
+		}
+		if c.aheadRead {
+			return c.sentTo[phone], nil
+		}
 	}
 	var ok bool
 	err := st.t.row("SELECT EXISTS (SELECT 1 FROM sim_recipients WHERE device_id = $1 AND sim_slot = $2 AND day = $3 AND phone = $4)",
