@@ -193,6 +193,14 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 // that redirects) costs one failed check, not the wait.
 func waitFor(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
+	if err := waitUntil(ctx, js); err != nil {
+		t.Fatalf("wait for %s: %v", what, err)
+	}
+}
+
+// waitUntil is waitFor's poll, for a goroutine of the test: it says when
+// the predicate did not hold in time.
+func waitUntil(ctx context.Context, js string) error {
 	deadline := time.Now().Add(browserTimeout / 2)
 	var last error
 	for {
@@ -200,13 +208,13 @@ func waitFor(t *testing.T, ctx context.Context, what, js string) {
 		ok, err := chromedp.Run(cctx, chromedp.Evaluate[bool](`(function(){try{return !!(`+js+`)}catch(e){return false}})()`))
 		cancel()
 		if err == nil && ok {
-			return
+			return nil
 		}
 		if err != nil {
 			last = err
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("wait for %s: not within %s (last error: %v)", what, browserTimeout/2, last)
+			return fmt.Errorf("not within %s (last error: %v)", browserTimeout/2, last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -29,6 +29,13 @@ import (
 // deadline against hangs, not a timing assertion.
 const wait = 20 * time.Second
 
+// helloTimeout is the server's hello deadline in this suite (serve
+// --hello-timeout, a knob for tests): PROTOCOL.md's 10 s is the default,
+// and waiting it out was most of the suite's time. The phones here send
+// their hello at once, as section 7.1 asks, so a shorter deadline changes
+// nothing for them.
+const helloTimeout = 2 * time.Second
+
 // Patterns of PROTOCOL.md section 3 and 4.
 var (
 	uuidRE  = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -291,7 +298,7 @@ func startServer(t *testing.T) *server {
 		t.Fatalf("admin create-company printed %q: %v", out, err)
 	}
 
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir)
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--hello-timeout", helloTimeout.String())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -914,9 +921,10 @@ func TestConformance(t *testing.T) {
 			t.Parallel()
 			c = s.register(t, s.pairingCode(t), "conformance-phone-c", "Phone C", nil)
 			l := connect(t, c, "C link 1")
-			// Section 7.1 rule 1: no frame within 10 s of the upgrade closes
-			// with 4001 and no error frame.
-			if seen := l.expectClose(4001, 10*time.Second+wait); len(seen) != 0 {
+			// Section 7.1 rule 1: no frame within the hello timeout (10 s;
+			// helloTimeout here) of the upgrade closes with 4001 and no error
+			// frame.
+			if seen := l.expectClose(4001, helloTimeout+wait); len(seen) != 0 {
 				t.Fatalf("frames before 4001: %d, want none", len(seen))
 			}
 		})

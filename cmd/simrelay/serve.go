@@ -158,7 +158,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	messages := sms.New(smsCfg, st, log.With("component", "sms"), now)
 	jobLife := sms.MaxQueuedLife(cfg.messageTTL)
-	hub := gateway.New(gateway.Config{JobLife: jobLife}, devices, messages, log.With("component", "gateway"), now)
+	hub := gateway.New(gateway.Config{JobLife: jobLife, HelloTimeout: cfg.helloTimeout}, devices, messages, log.With("component", "gateway"), now)
 	// In a cluster the services reach the phones through the routes.
 	routes, err := routePhones(node, hub, cfg.linkSweep, jobLife, log.With("component", "gateway"))
 	if err != nil {

@@ -94,6 +94,9 @@ type serveConfig struct {
 	cluster clusterConfig
 	// linkSweep is the period of the gateway's sweep in a cluster.
 	linkSweep time.Duration
+	// helloTimeout is the gateway's hello deadline (gateway.Config.HelloTimeout):
+	// PROTOCOL.md's 10 s but in tests.
+	helloTimeout time.Duration
 }
 
 func (c *serveConfig) flags(fs *flag.FlagSet) {
@@ -131,6 +134,7 @@ func (c *serveConfig) flags(fs *flag.FlagSet) {
 	smtpInFlags(fs, &c.smtpIn)
 	clusterFlags(fs, &c.cluster)
 	routingFlags(fs, &c.linkSweep)
+	helloTimeoutFlag(fs, &c.helloTimeout)
 	fs.StringVar(&c.adminToken, "admin-token", "", fmt.Sprintf("the operator's secret for GET /admin/backup (Authorization: Bearer TOKEN), at least %d characters; empty: that route answers 404", httpapi.MinAdminTokenLen))
 }
 
@@ -169,6 +173,9 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if err := c.cluster.validate(c.store().postgres()); err != nil {
+		return err
+	}
+	if err := validateHelloTimeout(c.helloTimeout); err != nil {
 		return err
 	}
 	if err := validateLinkSweep(c.linkSweep); err != nil {

@@ -80,3 +80,23 @@ func TestPacingNamesTheFirstBadCap(t *testing.T) {
 		}
 	}
 }
+
+// --hello-timeout is PROTOCOL.md's 10 s by default and takes 1s to 10s: a
+// phone is promised no more than 10 s, and a shorter one is for tests.
+func TestHelloTimeoutRange(t *testing.T) {
+	const refused = "--hello-timeout (SIMRELAY_HELLO_TIMEOUT) "
+	testFlagRange(t, "hello-timeout", "SIMRELAY_HELLO_TIMEOUT", []rangeCase{
+		{"", "", ""}, // the default, 10s
+		{"1s", "", ""},
+		{"", "2s", ""},
+		{"10s", "", ""},
+		{"999ms", "", refused + "999ms: want 1s to 10s"},
+		{"0s", "", refused + "0s: want 1s to 10s"},
+		{"", "11s", refused + "11s: want 1s to 10s"},
+	}, func(t *testing.T, cfg *serveConfig, c rangeCase) {
+		want := map[string]string{"": "10s", "1s": "1s", "2s": "2s", "10s": "10s"}[c.flag+c.env]
+		if got := cfg.helloTimeout.String(); got != want {
+			t.Errorf("hello timeout %s, want %s", got, want)
+		}
+	})
+}
