@@ -223,9 +223,9 @@ func normaliseSender(channel, from, region string) string {
 // Pending returns up to limit of the number's jobs for the device after
 // the one with seq after, oldest first (the number must be held by the
 // device), as sms.Service.Pending does for a device's SMS: a job whose TTL
-// ended has no send frame. A
-// paused number's jobs are held: none, until it is active again (its TTL
-// runs meanwhile; the expiry sweep ends the ones it outlasts).
+// ended has no send frame. A paused number's jobs are held: none, until it
+// is active again (its TTL runs meanwhile; the expiry sweep ends the ones
+// it outlasts).
 func (s *Service) Pending(_ context.Context, dev store.Device, numberID, after uint64, limit int) ([]sms.Job, error) {
 	msgs, err := s.store.AgentPending(dev.CompanyID, dev.ID, numberID, after, limit)
 	if err != nil {
