@@ -81,6 +81,12 @@ func TestAgentSendFramesTextAndMedia(t *testing.T) {
 	if j := jobs[0]; j.ID != textID || j.Channel != "whatsapp" || j.From != waNumber || j.To != "+15557654321" || j.Message != "hello" || j.ContentType != "text" || j.MediaURL != "" || j.SIMSlot != "" || j.ExpiresAt == "" {
 		t.Fatalf("got send frame %+v", j)
 	}
+	// The agent's reports taken before the clock moves: a job taken after
+	// the gap drawn at its dispatch ended holds the next one a gap's
+	// minimum after it (docs/pacing.md), which this clock would never reach.
+	e.eventually("the text is delivered", func() bool {
+		return e.do(call{method: "GET", path: "/whatsapp/messages/" + textID, token: a.apiKey}).str("status") == "delivered"
+	})
 	e.clock.Advance(10 * time.Second) // past the gap
 	r = e.do(call{method: "POST", path: "/whatsapp/send", token: a.apiKey, body: map[string]any{"number_id": wa, "to": "+15557654321", "type": "image", "media_url": "https://cdn.example.com/a.jpg", "content": "caption"}})
 	e.want(r, http.StatusAccepted, "")
