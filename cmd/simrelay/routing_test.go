@@ -141,18 +141,7 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin, db, st, apiKey, nats := clusterParts(t)
-	rc := webhooktest.NewReceiver(t, false, nil)
-	node := func(name string, st testStore) *server {
-		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms",
-			"--webhook-allow-private", "--device-offline-grace", "2s", "--node-live-window", testLiveWindow)
-	}
-	a := node("a", st)
-	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})
-	if code, body := call(t, "PUT", b.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{{"url": rc.URL + "/events", "events": []string{"device.online", "device.offline"}}}}); code != 200 {
-		t.Fatalf("PUT /webhooks/inbound-sms: %d %v", code, body)
-	}
-	events := func(typ string) map[string]int { return deviceEvents(rc, typ) }
+	a, b, apiKey, events := eventsCluster(t, "2s")
 	tokens := map[string]string{}
 	phones := map[string]*link{}
 	for _, fp := range []string{"gone-phone", "moved-phone"} {
@@ -202,18 +191,7 @@ func TestPhoneOfANodeKilledInItsGraceReportedOffline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	bin, db, st, apiKey, nats := clusterParts(t)
-	rc := webhooktest.NewReceiver(t, false, nil)
-	node := func(name string, st testStore) *server {
-		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms",
-			"--webhook-allow-private", "--device-offline-grace", "5s", "--node-live-window", testLiveWindow)
-	}
-	a := node("a", st)
-	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})
-	if code, body := call(t, "PUT", b.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{{"url": rc.URL + "/events", "events": []string{"device.online", "device.offline"}}}}); code != 200 {
-		t.Fatalf("PUT /webhooks/inbound-sms: %d %v", code, body)
-	}
-	events := func(typ string) map[string]int { return deviceEvents(rc, typ) }
+	a, b, apiKey, events := eventsCluster(t, "5s")
 	code, err := pairingCode(context.Background(), testhttp.Client, a.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
@@ -237,6 +215,27 @@ func TestPhoneOfANodeKilledInItsGraceReportedOffline(t *testing.T) {
 		t.Fatalf("reported offline %d times before the grace ran", n)
 	}
 	poll.Within(t, 30*time.Second, "device.offline for the phone whose node died in its grace", func() bool { return events("device.offline")["left-phone"] >= 1 })
+}
+
+// eventsCluster starts nodes a and b of one cluster (one PostgreSQL
+// database, one NATS bus; b on a data directory of its own) with a
+// device's offline grace of grace, and has the company's device.online
+// and device.offline events pushed to a receiver: events(typ) counts them
+// by device.
+func eventsCluster(t *testing.T, grace string) (a, b *server, apiKey string, events func(typ string) map[string]int) {
+	t.Helper()
+	bin, db, st, apiKey, nats := clusterParts(t)
+	rc := webhooktest.NewReceiver(t, false, nil)
+	node := func(name string, st testStore) *server {
+		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms",
+			"--webhook-allow-private", "--device-offline-grace", grace, "--node-live-window", testLiveWindow)
+	}
+	a = node("a", st)
+	b = node("b", testStore{dir: t.TempDir(), databaseURL: db})
+	if code, body := call(t, "PUT", b.url+"/webhooks/inbound-sms", apiKey, map[string]any{"webhooks": []map[string]any{{"url": rc.URL + "/events", "events": []string{"device.online", "device.offline"}}}}); code != 200 {
+		t.Fatalf("PUT /webhooks/inbound-sms: %d %v", code, body)
+	}
+	return a, b, apiKey, func(typ string) map[string]int { return deviceEvents(rc, typ) }
 }
 
 // clusterParts builds the binary and makes what the nodes of a cluster test
