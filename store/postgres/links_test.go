@@ -20,11 +20,7 @@ func TestGatewayLinks(t *testing.T) {
 	const live = 10 * time.Second
 	c, _ := conformance.Company(t, s)
 	d := conformance.Device(t, s, c.ID, "gw-phone")
-	for _, n := range []string{"a", "b"} {
-		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerNodes(t, s, live, "a", "b")
 	if _, ok, err := s.LinkedSince(d.ID, live); err != nil || ok {
 		t.Fatalf("never linked: ok %v (%v)", ok, err)
 	}
@@ -123,11 +119,7 @@ func TestReopenLinks(t *testing.T) {
 	s := openURL(t, migrated(t), Options{})
 	const live = 10 * time.Second
 	c, _ := conformance.Company(t, s)
-	for _, n := range []string{"a", "b"} {
-		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerNodes(t, s, live, "a", "b")
 	kept, moved := conformance.Device(t, s, c.ID, "ro-kept"), conformance.Device(t, s, c.ID, "ro-moved")
 	epochs := map[uint64]uint64{}
 	for _, d := range []uint64{kept.ID, moved.ID} {
@@ -229,11 +221,7 @@ func TestOrphanLinkKeepsItsLastSeen(t *testing.T) {
 	s := openURL(t, migrated(t), Options{})
 	const live = 10 * time.Second
 	c, _ := conformance.Company(t, s)
-	for _, n := range []string{"a", "b"} {
-		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerNodes(t, s, live, "a", "b")
 	hello := time.Now().Add(-72 * time.Hour).UTC()
 	later := time.Now().Add(time.Hour).UTC().Truncate(time.Microsecond)
 	stale, fresh := conformance.Device(t, s, c.ID, "ls-stale"), conformance.Device(t, s, c.ID, "ls-fresh")
@@ -277,11 +265,7 @@ func TestLeftOnline(t *testing.T) {
 	s := openURL(t, migrated(t), Options{})
 	const live = 10 * time.Second
 	c, _ := conformance.Company(t, s)
-	for _, n := range []string{"a", "b"} {
-		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerNodes(t, s, live, "a", "b")
 	dev := func(fp, node string, open bool, presence string) store.Device {
 		d := conformance.Device(t, s, c.ID, fp)
 		if _, err := s.UpdateDeviceByID(c.ID, d.ID, func(d *store.Device) error {
@@ -318,5 +302,16 @@ func TestLeftOnline(t *testing.T) {
 	got, err := s.LeftOnline(live, 10)
 	if err != nil || len(got) != 1 || got[0].ID != left.ID {
 		t.Fatalf("a dead: %v (%v), want %s alone", got, err, left.Fingerprint)
+	}
+}
+
+// registerNodes registers live nodes of the given names (each its own
+// instance, on the bus) with s.
+func registerNodes(t *testing.T, s *Store, live time.Duration, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := s.RegisterNode(Node{Name: n, Instance: n, Bus: true}, live); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
