@@ -404,22 +404,10 @@ func (pp *poolPicker) readMembers() error {
 	for i := range streakDevs {
 		pp.failing[simKey{uint64(streakDevs[i]), streakSlots[i]}] = false
 	}
-	rows, err := pp.t.query(`SELECT k.device_id, k.sim_slot, k.n, k.last_at FROM sim_streaks k
+	return scanStreaks(pp.t, pp.tally.now, func(dev uint64, slot string, failing bool) {
+		pp.failing[simKey{dev, slot}] = failing
+	}, `SELECT k.device_id, k.sim_slot, k.n, k.last_at FROM sim_streaks k
 		JOIN unnest($1::bigint[], $2::text[]) AS x (dev, slot) ON k.device_id = x.dev AND k.sim_slot = x.slot`, streakDevs, streakSlots)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var dev, n int64
-		var slot string
-		var last time.Time
-		if err := rows.Scan(&dev, &slot, &n, &last); err != nil {
-			return err
-		}
-		pp.failing[simKey{uint64(dev), slot}] = failing(n, last, pp.tally.now)
-	}
-	return rows.Err()
 }
 
 // roundRobin takes the next usable member after the last one taken.

@@ -450,30 +450,39 @@ func carrierFailing(t *txn, deviceID uint64, slot string, now time.Time) (bool, 
 	return err == nil && failing(n, last, now), err
 }
 
+// scanStreaks runs query, which reads sim_streaks rows as (device_id,
+// sim_slot, n, last_at), and calls fn with each row's SIM and whether it
+// is in a carrier-error streak at now (failing).
+func scanStreaks(t *txn, now time.Time, fn func(dev uint64, slot string, failing bool), query string, args ...any) error {
+	rows, err := t.query(query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dev, n int64
+		var slot string
+		var last time.Time
+		if err := rows.Scan(&dev, &slot, &n, &last); err != nil {
+			return err
+		}
+		fn(uint64(dev), slot, failing(n, last, now))
+	}
+	return rows.Err()
+}
+
 // CarrierFailing lists the (device id, slot) SIMs of the company that are
 // in a carrier-error streak now.
 func (s *Store) CarrierFailing(companyID uint64, now time.Time) (map[uint64][]string, error) {
 	out := map[uint64][]string{}
 	err := s.read("carrier errors of company "+strconv.FormatUint(companyID, 10), func(t *txn) error {
 		clear(out)
-		rows, err := t.query(`SELECT device_id, sim_slot, n, last_at FROM sim_streaks WHERE company_id = $1 AND n >= $2`,
+		return scanStreaks(t, now, func(dev uint64, slot string, failing bool) {
+			if failing {
+				out[dev] = append(out[dev], slot)
+			}
+		}, `SELECT device_id, sim_slot, n, last_at FROM sim_streaks WHERE company_id = $1 AND n >= $2`,
 			id(companyID), store.CarrierErrorStreak)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var dev, n int64
-			var slot string
-			var last time.Time
-			if err := rows.Scan(&dev, &slot, &n, &last); err != nil {
-				return err
-			}
-			if failing(n, last, now) {
-				out[uint64(dev)] = append(out[uint64(dev)], slot)
-			}
-		}
-		return rows.Err()
 	})
 	if err != nil {
 		return nil, err
