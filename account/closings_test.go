@@ -68,14 +68,10 @@ func TestClosingFinishedElsewhereIsNotLoggedAgain(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); svc.RunClosings(ctx, time.Hour) }()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(10 * time.Second)
 	// A line after the company's creation: its end, logged one way or the other.
-	for strings.Count(logs.String(), "company_id=") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing logged of the company's end: %s", logs.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Within(t, 10*time.Second, "a log line of the company's end", func() bool {
+		return strings.Count(logs.String(), "company_id=") >= 2
+	})
 	if strings.Contains(logs.String(), `msg="company removed"`) {
 		t.Errorf("a company another run removed is logged as removed here:\n%s", logs.String())
 	}
