@@ -145,13 +145,7 @@ func TestBenchRestartWaitsForAnAnsweredSend(t *testing.T) {
 // node, and a node killed under its phones, each in the table and the JSON;
 // every send made after the kill reaches its phone.
 func TestBenchCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
-	t.Parallel()
+	clusterTest(t)
 	bin := buildBinary(t)
 	out := filepath.Join(t.TempDir(), "bench.json")
 	cmd := exec.Command(bin, "bench", "--nodes", "3", "--database-url", pgtest.URL(t), "--nats-url", natstest.Start(t),

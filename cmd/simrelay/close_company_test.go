@@ -19,7 +19,6 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
@@ -135,13 +134,7 @@ func closeCompany(t *testing.T, url, email, name string) {
 // b refused (401); its phone on a is closed too; the removal ends; and
 // another company's phone linked to b and its key on b are untouched.
 func TestClosingReachesEveryNode(t *testing.T) {
-	t.Parallel()
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	clusterTest(t)
 	bin, db, st, apiKey, nats := clusterParts(t)
 	otherOut, err := exec.Command(bin, append([]string{"admin", "create-company", "--company", "Other", "--email", "who@other.example", "--password", "Change-me-123"}, st.args()...)...).Output()
 	var other struct {

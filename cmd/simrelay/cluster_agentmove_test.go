@@ -15,7 +15,6 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
@@ -199,13 +198,7 @@ func whatsAppStatus(t *testing.T, s *server, key, id string) string {
 // reads the job it passed over again and passes it over again while the
 // former agent exists.
 func TestClusterAgentMove(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
-	t.Parallel()
+	clusterTest(t)
 	bin := buildBinary(t)
 	db := pgtest.URL(t)
 	bus := natstest.Start(t)

@@ -11,7 +11,6 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
@@ -23,13 +22,7 @@ import (
 // Before, it read offline on the other nodes (and was reported offline
 // after the grace) until the phone happened to link again.
 func TestClusterPausedNodeKeepsItsLinks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
-	t.Parallel()
+	clusterTest(t)
 	bin := buildBinary(t)
 	db := pgtest.URL(t)
 	bus := natstest.Start(t)

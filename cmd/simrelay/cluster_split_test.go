@@ -9,7 +9,6 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/internal/storetest"
 )
 
 // testLiveWindow is the --node-live-window of the cluster tests that wait
@@ -26,10 +25,7 @@ const testLiveWindow = "4s"
 // the other, and simrelay_cluster_nodes_unheard 1. Nothing said so before:
 // sends between them waited for the link sweep, silently.
 func TestClusterNoticesSplitBus(t *testing.T) {
-	t.Parallel()
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
+	clusterTest(t)
 	bin := buildBinary(t)
 	db := pgtest.URL(t)
 	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, "--node-name", "a", "--nats-url", natstest.Start(t), "--node-live-window", testLiveWindow)

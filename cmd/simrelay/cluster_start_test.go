@@ -11,7 +11,6 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/internal/storetest"
 )
 
 // The start-up rules of contract section 12 with real processes: a second
@@ -19,10 +18,7 @@ import (
 // first; nodes with a bus each start, name themselves in logs and metrics,
 // and a node's /readyz follows its bus.
 func TestClusterStartRules(t *testing.T) {
-	t.Parallel()
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
+	clusterTest(t)
 	bin := buildBinary(t)
 	db := pgtest.URL(t)
 	st := testStore{dir: t.TempDir(), databaseURL: db}
@@ -129,10 +125,7 @@ func stopServer(t *testing.T, s *server) {
 // without a bus, the dead node's), and a second process given a live
 // node's name is refused.
 func TestClusterNodeRestartsUnderItsName(t *testing.T) {
-	t.Parallel()
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
+	clusterTest(t)
 	bin := buildBinary(t)
 	db := pgtest.URL(t)
 	nats := natstest.Start(t)

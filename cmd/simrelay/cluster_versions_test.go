@@ -10,7 +10,6 @@ import (
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/internal/storetest"
 )
 
 // Two nodes of different simrelay builds (the version is set at link
@@ -20,10 +19,7 @@ import (
 // by version; once the other node stops, one INFO says the versions agree
 // again and its version's series is gone. Nothing said so before.
 func TestClusterNoticesMixedVersions(t *testing.T) {
-	t.Parallel()
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
+	clusterTest(t)
 	bin := buildBinary(t)
 	const older = versionedRelease
 	other := versionedBinary(t)

@@ -39,13 +39,7 @@ func send(t *testing.T, url, apiKey, fp, text string) string {
 // C with 4503; and with the bus gone, a send on B still reaches a phone on A
 // through A's sweep.
 func TestRoutingAcrossNodes(t *testing.T) {
-	t.Parallel()
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	clusterTest(t)
 	bin, db, st, apiKey, nats := clusterParts(t)
 	node := func(name string, st testStore) *server {
 		return startServer(t, bin, st, "--node-name", name, "--nats-url", nats.ClientURL(), "--link-sweep", "300ms")
@@ -134,13 +128,7 @@ func TestRoutingAcrossNodes(t *testing.T) {
 // offline the phone that linked nowhere within the grace, not the one that
 // linked again on the live node.
 func TestDeadNodesPhonesReportedOffline(t *testing.T) {
-	t.Parallel()
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	clusterTest(t)
 	a, b, apiKey, events := eventsCluster(t, "2s")
 	tokens := map[string]string{}
 	phones := map[string]*link{}
@@ -184,13 +172,7 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 // online in its record, with no device.offline and no mail, until it
 // linked again).
 func TestPhoneOfANodeKilledInItsGraceReportedOffline(t *testing.T) {
-	t.Parallel()
-	if storetest.Postgres() {
-		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
-	}
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	clusterTest(t)
 	a, b, apiKey, events := eventsCluster(t, "5s")
 	code, err := pairingCode(context.Background(), testhttp.Client, a.url, apiKey)
 	if err != nil {
@@ -236,6 +218,20 @@ func eventsCluster(t *testing.T, grace string) (a, b *server, apiKey string, eve
 		t.Fatalf("PUT /webhooks/inbound-sms: %d %v", code, body)
 	}
 	return a, b, apiKey, func(typ string) map[string]int { return deviceEvents(rc, typ) }
+}
+
+// clusterTest runs a cluster test in parallel, once: a cluster is on
+// PostgreSQL whatever the pass, so it runs in the first pass of make test
+// only, and it builds and runs the binary, so not under -short.
+func clusterTest(t *testing.T) {
+	t.Helper()
+	if storetest.Postgres() {
+		t.Skip("a cluster is on PostgreSQL whatever the pass: this test runs once, in the first pass of make test")
+	}
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	t.Parallel()
 }
 
 // clusterParts builds the binary and makes what the nodes of a cluster test
