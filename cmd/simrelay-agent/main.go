@@ -15,8 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
-	"slices"
 
 	"github.com/simrelay/simrelay/internal/cliflag"
 	"github.com/simrelay/simrelay/internal/stopsig"
@@ -80,50 +78,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "whatsapp":
 		return whatsappCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
-		return versionCmd(args[1:], stdout, stderr)
+		return cliflag.VersionCommand("simrelay-agent", buildVersion(), args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
-		if args[0] == "help" && len(args) > 1 {
-			// help COMMAND [SUB] answers as COMMAND [SUB] -h does. Each
-			// step takes one "help" off the front, so help help ends.
-			return run(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr)
-		}
-		fmt.Fprint(stdout, usage)
-		return 0
+		return cliflag.Help(args, usage, stdout, func(args []string) int { return run(ctx, args, stdout, stderr) })
 	}
 	fmt.Fprintf(stderr, "simrelay-agent: unknown command %q\n\n%s", args[0], usage)
 	return 2
 }
 
-// versionCmd prints the version. It takes no word or flag, as no other
-// command takes a stray one: one is refused by name (exit 2), where it was
-// ignored; -h says what the command does.
-func versionCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "-h", "--help", "-help":
-			fmt.Fprint(stderr, "Usage: simrelay-agent version\n\nPrints the version of this build and exits. It takes no flags.\n")
-			return 0
-		}
-		fmt.Fprintf(stderr, "simrelay-agent version: unexpected argument %q: it takes none\n", args[0])
-		return 2
-	}
-	fmt.Fprintln(stdout, "simrelay-agent", buildVersion())
-	return 0
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return s.Value[:12]
-			}
-		}
-	}
-	return "devel"
-}
+// buildVersion is this build's version (cliflag.Version).
+func buildVersion() string { return cliflag.Version(version) }
 
 // defaultConfigPath is ~/.config/simrelay-agent/agent.json (in Termux, under
 // its private home directory).

@@ -7,11 +7,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/simrelay/simrelay/internal/cliflag"
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
-	"slices"
 
 	"github.com/simrelay/simrelay/internal/stopsig"
 )
@@ -103,65 +102,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "bench":
 		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
-		return versionCmd(args[1:], stdout, stderr)
+		return cliflag.VersionCommand("simrelay", buildVersion(), args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
-		if args[0] == "help" && len(args) > 1 {
-			// help CMD [SUB] answers as CMD [SUB] -h does. Each
-			// step takes one "help" off the front, so help help ends.
-			return run(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr)
-		}
-		fmt.Fprint(stdout, usage)
-		return 0
+		return cliflag.Help(args, usage, stdout, func(args []string) int { return run(ctx, args, stdout, stderr) })
 	}
 	fmt.Fprintf(stderr, "simrelay: unknown command %q\n\n%s", args[0], usage)
 	return 2
 }
 
-// versionCmd prints the version. It takes no word or flag, as no other
-// command takes a stray one: one is refused by name (exit 2), where it was
-// ignored; -h says what the command does.
-func versionCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "-h", "--help", "-help":
-			fmt.Fprint(stderr, "Usage: simrelay version\n\nPrints the version of this build and exits. It takes no flags.\n")
-			return 0
-		}
-		fmt.Fprintf(stderr, "simrelay version: unexpected argument %q: it takes none\n", args[0])
-		return 2
-	}
-	fmt.Fprintln(stdout, "simrelay", buildVersion())
-	return 0
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		if info.Main.Version != "" && info.Main.Version != "(devel)" {
-			return info.Main.Version
-		}
-		return "devel"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return "devel+" + rev
-}
+// buildVersion is this build's version (cliflag.Version).
+func buildVersion() string { return cliflag.Version(version) }
