@@ -81,6 +81,13 @@ type conn struct {
 	// the link's second look on.
 	cfgMu sync.Mutex
 
+	// kmu guards the kicks waiting for the link's pump goroutine (kick,
+	// pumpKicks); taken after pumpMu, never before it.
+	kmu      sync.Mutex
+	kicked   bool // a kick came that no pump has taken yet; guarded by kmu
+	released bool // one of those kicks was a release; guarded by kmu
+	kicking  bool // the pump goroutine runs; guarded by kmu
+
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
 	priority  map[string]struct{} // those of them with a priority (nil when none); guarded by pumpMu
