@@ -33,7 +33,8 @@ func (p *pausedRead) Pending(ctx context.Context, dev store.Device, after uint64
 }
 
 // kicksPumped waits until the device's link has pumped for every kick it
-// was given: its pump goroutine (conn.pumpKicks) ended. A kick returns
+// was given (its pump goroutine, conn.pumpKicks, ended), and every link's
+// first pump is done (the hub's set-up goroutines ended). A kick returns
 // before its pump; a test that counts a kick's reads waits for them here.
 func kicksPumped(t testing.TB, h *Hub, fingerprint string) {
 	t.Helper()
@@ -44,7 +45,7 @@ func kicksPumped(t testing.TB, h *Hub, fingerprint string) {
 	poll.Until(t, "the kicks of "+fingerprint+" pumped", func() bool {
 		c.kmu.Lock()
 		defer c.kmu.Unlock()
-		return !c.kicking
+		return !c.kicking && h.tasks[taskSetup].Load() == 0
 	})
 }
 

@@ -58,6 +58,7 @@ func TestAgentKickReadsFromTheCursor(t *testing.T) {
 	}
 	for i := range 6 {
 		clock.Advance(time.Second)
+		kicksPumped(t, node.hub, "rewind-agent-b") // the last job's kick's, which read on to the queue's end
 		before := counted.reads.Load()
 		id := node.send("for B")
 		if s := nextSend(t, b); s.ID != id {
