@@ -84,6 +84,14 @@ func (c *conn) pumpSMS() {
 				if d := r.Delay(); d > 0 {
 					r.Cancel()
 					if c.paceTimer == nil {
+						// The timer's pump runs on the timer's goroutine, which the
+						// hub's wait group does not count, and needs no count: the
+						// link's end (finish, on a goroutine it counts) marks the link
+						// closed, then takes pumpMu, so it waits for a pump under way,
+						// and every store call of a pump comes after a look at
+						// closed under pumpMu: a pump after the end calls none.
+						// Shutdown's wait thus covers it (the gap's timer, in
+						// pumpAgents, likewise).
 						var timer *time.Timer
 						timer = time.AfterFunc(d, func() {
 							c.pumpMu.Lock()
