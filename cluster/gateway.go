@@ -69,6 +69,10 @@ type Hub interface {
 	// naming them in its hello's jobs; their number resumed): the link
 	// reads them again.
 	Release(fingerprint string, deviceID uint64)
+	// Kick and Release return at once (the link pumps on a goroutine of
+	// its own); Repump is Release on the caller's goroutine, for the
+	// sweep, which pumps the node's links one after another.
+	Repump(fingerprint string, deviceID uint64)
 	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
 	// DisconnectChanged is Disconnect of a control heard from another
 	// node: only a link whose device a look at the store finds deleted,
@@ -386,8 +390,8 @@ func (g *Gateway) linkedHere(d devKey) (devKey, bool) {
 	return d, g.hub.Online(d.fp, d.id)
 }
 
-// heardKicks keeps the kicks for devices linked here; the runner pumps
-// them (a pump reads the database, too long for the bus's goroutine).
+// heardKicks keeps the kicks for devices linked here; the runner kicks
+// them (each link then pumps on a goroutine of its own).
 func (g *Gateway) heardKicks(m Message) {
 	var here []kick
 	for _, k := range readKicks(m.Data) {

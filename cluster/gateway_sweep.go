@@ -84,7 +84,9 @@ func (g *Gateway) sweep() {
 				// the queries, its epochs counting from 1 again.
 				g.hub.FenceLink(l, epochs[l.DeviceID])
 			default:
-				g.hub.Release(l.Fingerprint, l.DeviceID)
+				// Pumped here, one link after another: a release (Release)
+				// would start every link's pump at once.
+				g.hub.Repump(l.Fingerprint, l.DeviceID)
 			}
 		}
 	}

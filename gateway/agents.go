@@ -218,6 +218,7 @@ func (c *conn) pumpAgents() {
 		}
 		c.gapTimer.Stop()
 	}
+	// Uncounted in the hub's wait group, as the pace's timer (pumpSMS).
 	var timer *time.Timer
 	timer = time.AfterFunc(earliest, func() {
 		c.pumpMu.Lock()

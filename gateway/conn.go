@@ -42,6 +42,14 @@ type conn struct {
 	// after the write); one that may come earlier reads fp.
 	dev   store.Device
 	token string // the device token of the upgrade, checked again once registered, then dropped
+	// helloStored says the link's hello was stored (and with it the
+	// device's last seen): only then does the link's end store its last
+	// seen. A link refused at its hello stores nothing of the device
+	// (PROTOCOL.md section 16.1), though its token passed the upgrade: it
+	// may have been revoked since, or the device disabled. Written by the
+	// set-up goroutine (hello) before the reader starts; read by whichever
+	// of the two ends the link (finish).
+	helloStored bool
 	// told is the last Disconnect that found c registered (the device
 	// changed since every older link's look); guarded by hub.mu. The link
 	// c displaced is closed as it says (giveBack, or c's success).
@@ -80,6 +88,13 @@ type conn struct {
 	// the device and what it gives the link (control.go, settled), from
 	// the link's second look on.
 	cfgMu sync.Mutex
+
+	// kmu guards the kicks waiting for the link's pump goroutine (kick,
+	// pumpKicks); taken after pumpMu, never before it.
+	kmu      sync.Mutex
+	kicked   bool // a kick came that no pump has taken yet; guarded by kmu
+	released bool // one of those kicks was a release; guarded by kmu
+	kicking  bool // the pump goroutine runs; guarded by kmu
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
@@ -429,7 +444,9 @@ func (c *conn) finish() {
 		c.gapTimer.Stop()
 	}
 	c.pumpMu.Unlock()
-	c.storeSeen()
+	if c.helloStored {
+		c.storeSeen()
+	}
 	if c.state.Load() == linkCut {
 		// Nobody else stores a cut link's last seen: a Disconnect that
 		// found the link still registered waits for this one.

@@ -79,6 +79,7 @@ func (c *conn) hello() bool {
 	// The link needs none of the health report: it stays in the store.
 	dev.Health = nil
 	c.dev = dev
+	c.helloStored = true
 	// A hello that announces no number still lets go the ones the device
 	// held (PROTOCOL.md section 16.1). The device write above says whether
 	// it holds any (store.Device.NoNumbers), so the hello of an SMS phone

@@ -14,6 +14,11 @@ import (
 func (c *conn) pump() {
 	c.pumpMu.Lock()
 	defer c.pumpMu.Unlock()
+	c.pumpHeld()
+}
+
+// pumpHeld is pump with pumpMu held.
+func (c *conn) pumpHeld() {
 	c.owed = false // this pump fills whatever is free
 	c.pumpSMS()
 	c.pumpAgents()
@@ -79,6 +84,14 @@ func (c *conn) pumpSMS() {
 				if d := r.Delay(); d > 0 {
 					r.Cancel()
 					if c.paceTimer == nil {
+						// The timer's pump runs on the timer's goroutine, which the
+						// hub's wait group does not count, and needs no count: the
+						// link's end (finish, on a goroutine it counts) marks the link
+						// closed, then takes pumpMu, so it waits for a pump under way,
+						// and every store call of a pump comes after a look at
+						// closed under pumpMu: a pump after the end calls none.
+						// Shutdown's wait thus covers it (the gap's timer, in
+						// pumpAgents, likewise).
 						var timer *time.Timer
 						timer = time.AfterFunc(d, func() {
 							c.pumpMu.Lock()
@@ -130,20 +143,71 @@ func (c *conn) pumpSMS() {
 	}
 }
 
-// kick pumps for jobs just queued: the queue has jobs past its end again.
-// A release (Hub.Release: an agent's hand-outs let go, a number's held
-// jobs let go) also reads again the agent jobs the link passed over
-// (rewind); a kick for a new job does not: none of those became the
-// link's, and reading them again, with every job of the link in flight
-// after them, made each kick's reads grow with the link's jobs in flight.
+// kick tells the link that jobs were just queued for it (release: a
+// release, Hub.Release), and returns at once: the link's own pump
+// goroutine (pumpKicks) pumps for it. The caller, a send's request among
+// them, never waits for the pump: not for its read of the queue, nor for a
+// failover moving the device's jobs (HoldDevice), which holds the
+// registered link's pump until the move commits. A kick is never lost:
+// one that comes while that goroutine pumps has it pump again, and its
+// read of the queue starts after the kick, so it finds every job made
+// durable before it.
 func (c *conn) kick(release bool) {
-	c.pumpMu.Lock()
-	c.queueEnd = false
-	if release {
-		c.rewind()
+	if c.closed() {
+		return // a link closing writes no job; the next link reads the queue from its start
 	}
-	c.pumpMu.Unlock()
-	c.pump()
+	c.kmu.Lock()
+	c.kicked = true
+	c.released = c.released || release
+	start := !c.kicking
+	c.kicking = true
+	c.kmu.Unlock()
+	if start && !c.spawn(taskPump, c.pumpKicks) {
+		// Every goroutine of the link ended and the hub is stopping
+		// (spawn): the link is over, and nothing is left to pump.
+		c.kmu.Lock()
+		c.kicking = false
+		c.kmu.Unlock()
+	}
+}
+
+// pumpKicks is the link's pump goroutine: it pumps for the kicks that
+// came (kick) until none is left. The kicks that come while it waits for
+// the pump's lock are taken by one pump. A release also reads again the
+// agent jobs the link passed over (rewind); a kick for a new job does
+// not: none of those became the link's, and reading them again, with
+// every job of the link in flight after them, made each kick's reads grow
+// with the link's jobs in flight.
+func (c *conn) pumpKicks() {
+	for {
+		c.pumpMu.Lock()
+		c.kmu.Lock()
+		if !c.kicked {
+			c.kicking = false // a kick from now starts the goroutine again
+			c.kmu.Unlock()
+			c.pumpMu.Unlock()
+			return
+		}
+		release := c.released
+		c.kicked, c.released = false, false
+		c.kmu.Unlock()
+		c.queueEnd = false // the queue has jobs past its end again
+		if release {
+			c.rewind()
+		}
+		c.pumpHeld()
+		c.pumpMu.Unlock()
+	}
+}
+
+// repump is a release pumped on the caller's goroutine, which waits for
+// the pump (Hub.Repump).
+func (c *conn) repump() {
+	c.pumpMu.Lock()
+	defer c.pumpMu.Unlock()
+	c.queueEnd = false
+	c.rewind()
+	c.pumpHeld()
 }
 
 // take puts a send written to the link in the window; pumpMu held.

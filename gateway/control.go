@@ -215,7 +215,11 @@ func (h *Hub) Refresh(fingerprint string, deviceID uint64) bool {
 }
 
 // Kick tells the hub that new jobs wait for the device (fingerprint and
-// id); the fingerprint's link of another device is not pumped.
+// id); the fingerprint's link of another device is not pumped. It returns
+// at once: the link's own goroutine pumps (conn.kick), so that a send's
+// answer waits neither for the link's read of its queue nor for a
+// failover moving the device's jobs (HoldDevice). The jobs must be durable
+// before the call: the pump reads the queue after it.
 func (h *Hub) Kick(fingerprint string, deviceID uint64) {
 	if c := h.lookupOf(fingerprint, deviceID); c != nil {
 		c.kick(false)
@@ -227,9 +231,21 @@ func (h *Hub) Kick(fingerprint string, deviceID uint64) {
 // linked again with a hello whose jobs do not name them (hello.jobs), or
 // their number, paused as a job was handed out, was resumed. The link reads its
 // numbers' queues again from the first job it passed over (PROTOCOL.md
-// section 16.1), as well as the jobs past its queues' ends.
+// section 16.1), as well as the jobs past its queues' ends. It returns at
+// once, as Kick does.
 func (h *Hub) Release(fingerprint string, deviceID uint64) {
 	if c := h.lookupOf(fingerprint, deviceID); c != nil {
 		c.kick(true)
+	}
+}
+
+// Repump is Release pumped on the caller's goroutine, which waits for the
+// pump (and for a failover's hold of the device): for a sweep that pumps
+// every link of the node in turn (cluster.Gateway's), so that thousands of
+// links read their queues one after another, not each on a goroutine of
+// its own at once.
+func (h *Hub) Repump(fingerprint string, deviceID uint64) {
+	if c := h.lookupOf(fingerprint, deviceID); c != nil {
+		c.repump()
 	}
 }

@@ -136,10 +136,11 @@ const (
 	taskEnd                  // a closed link's last seen and end, stored
 	taskClose                // a close handshake
 	taskPing                 // a ping's round trip
+	taskPump                 // a pump for kicks (conn.kick): sends and releases
 	taskKinds
 )
 
-var taskNames = [taskKinds]string{"set-up", "reader", "answerer", "writer", "end", "close handshake", "ping"}
+var taskNames = [taskKinds]string{"set-up", "reader", "answerer", "writer", "end", "close handshake", "ping", "pump"}
 
 // running says which goroutines of links run now, by kind ("2 answerer,
 // 1 reader"); "" when none.

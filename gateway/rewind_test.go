@@ -58,13 +58,15 @@ func TestAgentKickReadsFromTheCursor(t *testing.T) {
 	}
 	for i := range 6 {
 		clock.Advance(time.Second)
+		kicksPumped(t, node.hub, "rewind-agent-b") // the last job's kick's, which read on to the queue's end
 		before := counted.reads.Load()
-		id := node.send("for B") // its kick pumps B's link before Send returns
-		if reads := counted.reads.Load() - before; reads != 2 {
-			t.Errorf("job %d (%d in flight): its kick read the number's queue %d times, want 2", i, i+1, reads)
-		}
+		id := node.send("for B")
 		if s := nextSend(t, b); s.ID != id {
 			t.Fatalf("B got %s, want %s", s.ID, id)
+		}
+		kicksPumped(t, node.hub, "rewind-agent-b") // its kick's pump, which goes on to the queue's end
+		if reads := counted.reads.Load() - before; reads != 2 {
+			t.Errorf("job %d (%d in flight): its kick read the number's queue %d times, want 2", i, i+1, reads)
 		}
 	}
 	clock.Advance(time.Second)

@@ -652,6 +652,7 @@ func kickUntilOpen(t *testing.T, r *rig, advance func(time.Duration), step time.
 		advance(step)
 		reads := r.reads.Load()
 		r.hub.Kick(probeNames[i], ids[first+i])
+		kicksPumped(t, r.hub, probeNames[i])
 		if r.reads.Load() == reads {
 			t.Fatalf("probe %d's kick read no queue, want a read", i)
 		}
