@@ -605,13 +605,6 @@ func pathAndQueryDiffer(c echo.Context) (string, bool) {
 	return "", false
 }
 
-func plusOfSpace(v string) string {
-	if strings.HasPrefix(v, " ") && strings.TrimSpace(v) != "" {
-		return "+" + v[1:]
-	}
-	return v
-}
-
 // idempotentRoutes are the routes that read the Idempotency-Key header.
 var idempotentRoutes = map[string]bool{"/chat/send": true, "/automation/send-sms": true, "/chat/send-bulk": true,
 	"/whatsapp/send": true, "/imessage/send": true}
