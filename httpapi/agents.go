@@ -267,7 +267,6 @@ func (s *Server) agentMessage(ch agentChannel) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		// The public id of the number as it is now (a send stores it as given).
 		return c.JSON(http.StatusOK, agentMessageOut(ch, m))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"github.com/simrelay/simrelay/store"
 	"io"
 	"net/http"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/simrelay/simrelay/problem"
+	"github.com/simrelay/simrelay/store"
 )
 
 // MinAdminTokenLen is the shortest operator token accepted: 32 characters

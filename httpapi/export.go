@@ -301,16 +301,7 @@ func (s *Server) companyExport(c echo.Context) error {
 	w.raw(`,"devices":`)
 	do := make([]exportDeviceJSON, 0, len(devices))
 	for _, d := range devices {
-		e := exportDeviceJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, SIMs: make([]simJSON, 0, len(d.SIMs)),
-			AppVersion: d.AppVersion, CreatedAt: ts(d.CreatedAt), SMSPerMinute: d.SMSPerMinute}
-		if !d.LastSeenAt.IsZero() {
-			seen := ts(d.LastSeenAt)
-			e.LastSeenAt = &seen
-		}
-		for _, sim := range d.SIMs {
-			e.SIMs = append(e.SIMs, simJSON(sim))
-		}
-		do = append(do, e)
+		do = append(do, exportDevice(d))
 	}
 	w.value(do)
 	w.raw(`,"webhooks":`)
@@ -332,12 +323,43 @@ func (s *Server) companyExport(c echo.Context) error {
 	settings.write(w)
 	s.exportOptOuts(w, cid)
 
+	s.exportConversations(w, cid, devices)
+	s.exportMessages(w, cid, lastID)
+	w.raw("}\n")
+	w.flush()
+	if w.err != nil {
+		// The status is gone: the connection is closed before the body's
+		// end, so that the client sees its transfer fail (curl exits 18)
+		// rather than a document cut short; the log tells the operator.
+		s.deps.Logger.Warn("company export cut", "company_id", cid, "err", w.err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// exportDevice is a device as the export lists it.
+func exportDevice(d store.Device) exportDeviceJSON {
+	e := exportDeviceJSON{deviceJSON: deviceOut(d), UserID: d.UserID, FCMToken: d.FCMToken, SIMs: make([]simJSON, 0, len(d.SIMs)),
+		AppVersion: d.AppVersion, CreatedAt: ts(d.CreatedAt), SMSPerMinute: d.SMSPerMinute}
+	if !d.LastSeenAt.IsZero() {
+		seen := ts(d.LastSeenAt)
+		e.LastSeenAt = &seen
+	}
+	for _, sim := range d.SIMs {
+		e.SIMs = append(e.SIMs, simJSON(sim))
+	}
+	return e
+}
+
+// exportConversations writes "conversations": each device's, device by
+// device, page by page.
+func (s *Server) exportConversations(w *exportWriter, cid uint64, devices []store.Device) {
 	w.raw(`,"conversations":[`)
 	first := true
 	for _, d := range devices {
 		after, limit := "", exportPage
 		for w.ok() {
-			page, err := st.ConversationsAfter(cid, d.ID, after, limit)
+			page, err := s.deps.Store.ConversationsAfter(cid, d.ID, after, limit)
 			if err != nil {
 				w.err = err
 				break
@@ -353,13 +375,18 @@ func (s *Server) companyExport(c echo.Context) error {
 			after, limit = page[len(page)-1].Phone, exportNextLimit(limit, len(page))
 		}
 	}
+	w.raw("]")
+}
 
-	w.raw(`],"messages":[`)
-	first = true
+// exportMessages writes "messages": the company's, oldest first, page by
+// page, up to lastID, the last message stored when the export began.
+func (s *Server) exportMessages(w *exportWriter, cid, lastID uint64) {
+	w.raw(`,"messages":[`)
+	first := true
 	var next uint64
 	limit := exportPage
 	for w.ok() {
-		page, n, done, err := st.CompanyMessagesAfter(cid, next, limit)
+		page, n, done, err := s.deps.Store.CompanyMessagesAfter(cid, next, limit)
 		if err != nil {
 			w.err = err
 			break
@@ -379,16 +406,7 @@ func (s *Server) companyExport(c echo.Context) error {
 		}
 		next, limit = n, exportNextLimit(limit, len(page))
 	}
-	w.raw("]}\n")
-	w.flush()
-	if w.err != nil {
-		// The status is gone: the connection is closed before the body's
-		// end, so that the client sees its transfer fail (curl exits 18)
-		// rather than a document cut short; the log tells the operator.
-		s.deps.Logger.Warn("company export cut", "company_id", cid, "err", w.err)
-		panic(http.ErrAbortHandler)
-	}
-	return nil
+	w.raw("]")
 }
 
 // exportNextLimit is the limit of the page after one of got records read

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -245,6 +246,10 @@ func (s *Server) isRoute(c echo.Context) bool {
 	return false
 }
 
+// recoverPanics turns a panic under it into the request's error: a 500
+// internal, whose log line (toProblem) carries the panic's stack, as an MCP
+// tool's does (mcpToolHandler). The value alone names no function, and the
+// stack is gone once the deferred recovery has returned.
 func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		defer func() {
@@ -252,7 +257,7 @@ func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
 				if r == http.ErrAbortHandler {
 					panic(r)
 				}
-				err = fmt.Errorf("panic: %v", r)
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 			}
 		}()
 		return next(c)
@@ -598,13 +603,6 @@ func pathAndQueryDiffer(c echo.Context) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func plusOfSpace(v string) string {
-	if strings.HasPrefix(v, " ") && strings.TrimSpace(v) != "" {
-		return "+" + v[1:]
-	}
-	return v
 }
 
 // idempotentRoutes are the routes that read the Idempotency-Key header.

@@ -75,10 +75,7 @@ func (s *Server) removeOptOutByQuery(c echo.Context) error {
 
 // dropOptOut takes the entry a request names off the company's list.
 func (s *Server) dropOptOut(c echo.Context, number string) error {
-	if strings.HasPrefix(number, " ") && strings.TrimSpace(number) != "" { // an unencoded + arrives as a space
-		number = "+" + number[1:]
-	}
-	if err := s.deps.SMS.RemoveOptOut(c.Request().Context(), principal(c).CompanyID, number); err != nil {
+	if err := s.deps.SMS.RemoveOptOut(c.Request().Context(), principal(c).CompanyID, plusOfSpace(number)); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, messageJSON{Message: "The number is off the opt-out list."})

@@ -44,3 +44,26 @@ func TestParameterInPathAndQuery(t *testing.T) {
 	// A query parameter the route does not take is still ignored.
 	e.want(e.do(call{method: "GET", path: "/device/a-1/caps?phone=x", token: a.apiKey}), http.StatusOK, "")
 }
+
+// TestBlankQueryPhoneIsRequired: spaces alone in a query's phone name no
+// number, on every route that reads one from the query, as on DELETE
+// /opt-outs: "phone is required", not the number rule's refusal of a "+"
+// that GET /chat/messages made of a lone space (an unencoded + reads as
+// one, and was given its + back however little followed it).
+func TestBlankQueryPhoneIsRequired(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-1")
+	for _, path := range []string{"/chat/messages?device_fingerprint=a-1&phone=%20", "/chat/messages?device_fingerprint=a-1&phone=+", "/opt-outs?phone=+"} {
+		method := "GET"
+		if path[:9] == "/opt-outs" {
+			method = "DELETE"
+		}
+		r := e.do(call{method: method, path: path, token: a.apiKey})
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if r.str("field") != "phone" || r.str("message") != "phone is required." {
+			t.Errorf("%s %s: got %s, want phone is required.", method, path, r.Raw)
+		}
+	}
+}

@@ -270,14 +270,18 @@ func queryID(v string) (id uint64, ok bool) {
 	return id, err == nil
 }
 
-// queryPhone reads a phone number from the query string. A + sent
-// unencoded arrives as a space (form encoding), so a value whose first
-// character is a space is read with its + back; the domain then checks it
-// like any phone input, so a number without its + is refused rather than
-// matching nothing.
-func queryPhone(c echo.Context, name string) string {
-	v := c.QueryParam(name)
-	if strings.HasPrefix(v, " ") {
+// queryPhone reads a phone number from the query string (plusOfSpace);
+// the domain then checks it like any phone input, so a number without its
+// + is refused rather than matching nothing.
+func queryPhone(c echo.Context, name string) string { return plusOfSpace(c.QueryParam(name)) }
+
+// plusOfSpace is a phone number of a query string or a path as the routes
+// read it: a + sent unencoded in a query arrives as a space (form
+// encoding), so a value whose first character is a space is read with its
+// + back. Spaces alone stay as they are: they name no number, and the
+// domain answers that one is required.
+func plusOfSpace(v string) string {
+	if strings.HasPrefix(v, " ") && strings.TrimSpace(v) != "" {
 		return "+" + v[1:]
 	}
 	return v

@@ -48,7 +48,13 @@ func (f *windowField) UnmarshalJSON(b []byte) error {
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
 		// Its offset counts from the window, not from the body that bind
-		// finds the path in: the decoder prefixes Field ("window.from").
+		// finds the path in, so the path inside the window is found here,
+		// indexes and all (days[1], where Field says days), and the offset
+		// is cleared: bind then takes Field, which the decoder prefixes
+		// with the window's own ("window.days[1]").
+		if at := jsonPath(b, typ.Offset); at != "" {
+			typ.Field = at
+		}
 		typ.Offset = 0
 	}
 	return err

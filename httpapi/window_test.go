@@ -170,6 +170,10 @@ func TestWindowAndExpiryValidation(t *testing.T) {
 		{with(weekdays(), "to", "25:00"), "window.to"},
 		{with(weekdays(), "from", 9), "window.from"},
 		{"office hours", "window"},
+		// An item of the wrong type is named with its index, as on a send
+		// (the pool's window is decoded apart, to tell absent from null).
+		{with(weekdays(), "days", []any{"mon", 2}), "window.days[1]"},
+		{with(weekdays(), "days", []any{"mon", "funday"}), "window.days[1]"},
 	} {
 		r := e.do(call{method: "PATCH", path: "/pools/" + id, token: a.apiKey, body: map[string]any{"window": c.window}})
 		e.want(r, http.StatusBadRequest, "")

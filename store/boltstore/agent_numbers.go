@@ -276,7 +276,6 @@ func numberByPublicID(tx *bolt.Tx, companyID uint64, channel, publicID string) (
 	return n, k, getJSON(tx.Bucket(bucketAgentNumbers), k, &n)
 }
 
-// numberByRef finds the company's number by the store's id.
 // noteTaken records that an agent took one of the number's jobs now.
 func noteTaken(tx *bolt.Tx, companyID, numberID uint64, now time.Time) error {
 	k := tx.Bucket(bucketAgentNumberRef).Get(pair(companyID, numberID))
@@ -292,6 +291,7 @@ func noteTaken(tx *bolt.Tx, companyID, numberID uint64, now time.Time) error {
 	return putJSON(b, k, n)
 }
 
+// numberByRef finds the company's number by the store's id.
 func numberByRef(tx *bolt.Tx, companyID, numberID uint64) (AgentNumber, error) {
 	var n AgentNumber
 	k := tx.Bucket(bucketAgentNumberRef).Get(pair(companyID, numberID))

@@ -231,13 +231,6 @@ func (s *Store) Backup(w io.Writer) (int64, error) {
 	return n, err
 }
 
-// BackupSize is the size in bytes a Backup will write now.
-func (s *Store) BackupSize() int64 {
-	var n int64
-	_ = s.view(func(tx *bolt.Tx) error { n = tx.Size(); return nil })
-	return n
-}
-
 // Secret returns the named server secret, creating size random bytes on first use.
 // Secrets never leave the store except through Backup.
 func (s *Store) Secret(name string, size int) ([]byte, error) {
