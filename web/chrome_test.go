@@ -93,11 +93,6 @@ func chrome(t *testing.T) context.Context {
 	if err := chromedp.Do(tab); err != nil {
 		t.Fatalf("open a tab: %v", err)
 	}
-	// The first action starts the browser: without a deadline, which would
-	// stop the browser itself (the actions get theirs below).
-	if err := chromedp.Do(tab); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
 	ctx, cancelTime := context.WithTimeout(tab, browserTimeout)
 	t.Cleanup(cancelTime)
 	t.Cleanup(func() {
