@@ -326,7 +326,7 @@ func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, w
 	if n.Status == store.NumberPaused {
 		return nil, time.Minute, nil // resuming it kicks the link
 	}
-	turn, wait = s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
+	turn, wait = s.gov.Dispatch(govKey(n), s.gap(n), s.now(), n.LastTakenAt)
 	return turn, wait, nil
 }
 

@@ -202,7 +202,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	agents.SetDispatcher(routes)
 	hub.SetAgents(agents)
-	devices.OnDelete(agents.Released) // the jobs a deleted agent was handed go to its numbers' holders
+	devices.OnDelete(agents.Released)        // the jobs a deleted agent was handed go to its numbers' holders
+	accounts.OnRemoved(agents.ForgetCompany) // a removed company's numbers leave the governor
 	bill, err := billing.New(cfg.billingConfig(), st, log.With("component", "billing"), now)
 	if err != nil {
 		return err
