@@ -335,6 +335,16 @@ func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, w
 	return turn, wait, nil
 }
 
+// Waits is how long the number's gap still holds its next job back, as
+// this node's governor knows it (0: not at all, or not known), reading
+// nothing: a link whose number's job waited for the gap at its last
+// check (Ready) need not read the queue and the number again before then.
+// A gap changed since may let the job go sooner: Update releases the
+// number's link, which checks again.
+func (s *Service) Waits(dev store.Device, numberID uint64) time.Duration {
+	return s.gov.Waits(pacing.Key{Company: dev.CompanyID, Number: numberID}, s.now())
+}
+
 // Inbound stores a WhatsApp or iMessage message an agent received, once
 // per client_id, and returns the acknowledgement to send once it is durable.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {

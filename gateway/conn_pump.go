@@ -141,6 +141,9 @@ func (c *conn) kick(release bool) {
 	c.queueEnd = false
 	if release {
 		c.rewind()
+		for i := range c.lines {
+			c.lines[i].gapped = false // a gap made shorter lets a job go sooner
+		}
 	}
 	c.pumpMu.Unlock()
 	c.pump()

@@ -503,6 +503,21 @@ func (g *Governor) Dispatch(key Key, gap Gap, now, lastTaken time.Time) (turn *T
 	return turn, 0
 }
 
+// Waits is how long the number's next dispatch is held back by the pause
+// this governor drew (0: none, or none known), without a dispatch decided
+// or anything read: a caller that knows the number's job waits for its
+// gap need not read the job or the number again before then. The pause is
+// the one drawn for the number's gap at its last Dispatch; a gap changed
+// since may shorten it, which only Dispatch, given the new gap, sees.
+func (g *Governor) Waits(key Key, now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.states[key]; s != nil {
+		return max(time.Duration(s.next-now.UnixNano()), 0)
+	}
+	return 0
+}
+
 // gap draws one pause; mu held.
 func (g *Governor) gap(gap Gap) time.Duration {
 	if gap.Max <= gap.Min {

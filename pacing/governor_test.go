@@ -484,3 +484,26 @@ func TestGovernorGapGivenBack(t *testing.T) {
 	var none *Turn
 	none.GiveBack() // safe on a nil turn
 }
+
+// Waits tells how long the pause drawn at the number's last dispatch still
+// holds the next one, deciding nothing and making no state: 0 for a number
+// it does not know, or whose pause is over.
+func TestGovernorWaits(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	k := Key{Company: 1, Number: 1}
+	if w := g.Waits(k, govStart); w != 0 || g.Len() != 0 {
+		t.Fatalf("an unknown number: wait %v and %d states, want 0 and none", w, g.Len())
+	}
+	gap := Gap{Min: 3 * time.Second, Max: 3 * time.Second}
+	g.Dispatch(k, gap, govStart, time.Time{})
+	if w := g.Waits(k, govStart.Add(time.Second)); w != 2*time.Second {
+		t.Fatalf("a second after the dispatch: wait %v, want 2 s", w)
+	}
+	if _, w := g.Dispatch(k, gap, govStart.Add(time.Second), time.Time{}); w != 2*time.Second {
+		t.Fatalf("Dispatch's own wait %v, want the same 2 s", w)
+	}
+	if w := g.Waits(k, govStart.Add(3*time.Second)); w != 0 {
+		t.Fatalf("the gap over: wait %v, want 0", w)
+	}
+}
