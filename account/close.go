@@ -95,6 +95,7 @@ func (s *Service) CloseCompany(ctx context.Context, p Principal, confirm string,
 	if err == nil && r.Done {
 		// A small company goes in this one step: no sweep logs it.
 		s.logRemoved(c.ID, r)
+		s.tellRemoved(c.ID)
 	}
 	// The store no longer knows the key (or, when the step failed, will
 	// not once the background work runs it); neither may the caches.
@@ -235,6 +236,7 @@ func (s *Service) finishClosings(ctx context.Context, sweep time.Duration) {
 			continue
 		}
 		s.removalEnded(id)
+		s.tellRemoved(id)
 		if !total.Done {
 			// Another run (a node, the admin command) removed the record
 			// and logs it.
@@ -287,6 +289,21 @@ func (s *Service) removalFailed(id uint64, sweep time.Duration) closingRetry {
 	s.retries[id] = r
 	s.closingFailures++
 	return r
+}
+
+// OnRemoved sets what is told of each company whose removal ended here,
+// by a step of this node (CloseCompany, RunClosings) or, found ended by
+// RunClosings, another run's: what the server keeps in memory per company
+// goes with it (the agent channels' governor: channel Service.ForgetCompany).
+// A removal another node of a cluster ended before this one looked is not
+// told; what is kept must go by its own rule too. Call it before serving.
+func (s *Service) OnRemoved(fn func(companyID uint64)) { s.removed = fn }
+
+// tellRemoved tells OnRemoved's function, if any, that the company is gone.
+func (s *Service) tellRemoved(companyID uint64) {
+	if s.removed != nil {
+		s.removed(companyID)
+	}
 }
 
 // removalEnded forgets the company's failures: its removal ended.

@@ -165,6 +165,9 @@ type Service struct {
 	retryMu         sync.Mutex
 	retries         map[uint64]closingRetry
 	closingFailures int64
+	// removed is told of each company whose removal ended here
+	// (OnRemoved); nil: nobody.
+	removed func(companyID uint64)
 	// peers and keyTTL are set by SetPeers before serving; nil and 0 on one node.
 	peers  Peers
 	keyTTL time.Duration

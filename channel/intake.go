@@ -38,23 +38,28 @@ type CheckedAnnounce struct {
 // Announce records the numbers and handles of an agent's hello, as
 // CheckAnnounce found them, for its registration (the latest hello that
 // announces a number holds it) and returns the store ids of all of them:
-// the numbers whose jobs the link carries, each once. Announce counts the
-// company's numbers again in the write, and refuses what another agent's
-// hello made too many since the check (MaxNumbersPerCompany).
+// the numbers whose jobs the link carries, each once. Both channels are
+// one write (store AnnounceAgentNumbers): stored together or not at all.
+// The write counts the company's numbers again, and refuses what another
+// agent's hello made too many since the check (MaxNumbersPerCompany): the
+// whole hello then, its WhatsApp numbers too when its iMessage handles
+// are past the bound.
 func (s *Service) Announce(_ context.Context, dev store.Device, hello CheckedAnnounce) ([]uint64, error) {
-	var ids []uint64
+	var sets []store.Announced
 	for _, set := range hello.sets() {
-		// Called with none too: a device that held numbers lets them go.
-		nums, err := s.store.AnnounceNumbers(dev.CompanyID, dev.ID, set.channel, set.addrs, s.now(), MaxNumbersPerCompany)
-		if errors.Is(err, store.ErrTooManyNumbers) {
-			return nil, tooManyNumbers(set.channel)
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range nums {
-			ids = append(ids, n.ID)
-		}
+		// Sent with none too: a device that held numbers lets them go.
+		sets = append(sets, store.Announced{Channel: set.channel, Addresses: set.addrs})
+	}
+	nums, err := s.store.AnnounceAgentNumbers(dev.CompanyID, dev.ID, sets, s.now(), MaxNumbersPerCompany)
+	if full := (*store.TooManyNumbersError)(nil); errors.As(err, &full) {
+		return nil, tooManyNumbers(full.Channel)
+	}
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uint64, 0, len(nums))
+	for _, n := range nums {
+		ids = append(ids, n.ID)
 	}
 	return ids, nil
 }
@@ -82,8 +87,8 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello CheckedAnn
 // The count is a read of its own, not part of the device write: that write
 // (device.Service.Hello, store UpdateDeviceWith) is the device service's,
 // whose function sees the device record and no store transaction, and the
-// numbers are written after it, in Announce's own transactions (one a
-// channel). Counting inside the device write would still leave the window
+// numbers are written after it, in Announce's own transaction (both
+// channels in one). Counting inside the device write would still leave the window
 // between it and the numbers' write (PROTOCOL.md 1.45: another agent's
 // hello may take the last places there), so the write's check stays
 // either way; closing the window means writing the device and its numbers
@@ -326,8 +331,18 @@ func (s *Service) Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, w
 	if n.Status == store.NumberPaused {
 		return nil, time.Minute, nil // resuming it kicks the link
 	}
-	turn, wait = s.gov.Dispatch(n.ID, s.gap(n), s.now(), n.LastTakenAt)
+	turn, wait = s.gov.Dispatch(govKey(n), s.gap(n), s.now(), n.LastTakenAt)
 	return turn, wait, nil
+}
+
+// Waits is how long the number's gap still holds its next job back, as
+// this node's governor knows it (0: not at all, or not known), reading
+// nothing: a link whose number's job waited for the gap at its last
+// check (Ready) need not read the queue and the number again before then.
+// A gap changed since may let the job go sooner: Update releases the
+// number's link, which checks again.
+func (s *Service) Waits(dev store.Device, numberID uint64) time.Duration {
+	return s.gov.Waits(pacing.Key{Company: dev.CompanyID, Number: numberID}, s.now())
 }
 
 // Inbound stores a WhatsApp or iMessage message an agent received, once

@@ -170,12 +170,15 @@ func (s *Service) Update(_ context.Context, companyID uint64, channel, id string
 		return Number{}, err
 	}
 	if n.Status == store.NumberActive && s.dispatch != nil && n.Device != "" {
-		if p.Status != nil {
+		if p.Status != nil || p.Gap != nil {
 			// Resumed (or set active again): a job whose hand-out the
-			// pause refused, passed over by the link, goes now.
+			// pause refused, passed over by the link, goes now. A new gap
+			// may let a job go sooner: a release has the link check its
+			// numbers again, where a kick leaves a number it knows waits
+			// for its gap (Waits) until the pause it drew ends.
 			s.dispatch.Release(n.Device, n.DeviceID)
 		} else {
-			s.dispatch.Kick(n.Device, n.DeviceID) // a new gap may let a job go sooner
+			s.dispatch.Kick(n.Device, n.DeviceID)
 		}
 	}
 	return s.view(n, s.now())

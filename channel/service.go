@@ -260,7 +260,7 @@ func (s *Service) Send(_ context.Context, in SendInput, answer Answer) (msg stor
 			}
 			return func() {}, nil
 		}
-		r, wait := s.gov.Reserve(n.ID, s.caps(n, at), at, history)
+		r, wait := s.gov.Reserve(govKey(n), s.caps(n, at), at, history)
 		if r == nil {
 			retry = wait
 			return nil, errCapped
@@ -342,7 +342,40 @@ func newID() string {
 	return id.String()
 }
 
-// Run prunes the index of accepted sends past the longest window until ctx ends.
+// govKey names the number to the governor.
+func govKey(n store.AgentNumber) pacing.Key {
+	return pacing.Key{Company: n.CompanyID, Number: n.ID}
+}
+
+// ForgetCompany drops what the governor keeps of the company's numbers,
+// once the company's removal ended (account.Service.OnRemoved): it holds
+// about 600 bytes a number, and a removed company's numbers send nothing
+// again.
+func (s *Service) ForgetCompany(companyID uint64) {
+	s.gov.ForgetCompany(companyID)
+}
+
+// governorIdle is how long after its last dispatch (and the last job
+// taken it knows of) a number's state may carry nothing (pacing.Governor
+// Sweep): the longest gap a number may have, its own (maxGapSeconds) or
+// the channels'.
+func (s *Service) governorIdle() time.Duration {
+	return max(maxGapSeconds*time.Second, s.cfg.WhatsApp.Gap.Max, s.cfg.IMessage.Gap.Max)
+}
+
+// sweepGovernor drops the state of the numbers that carry nothing now:
+// their windows empty and their gap long over. Numbers no longer
+// announced, and those of a company removed on another node, go so.
+func (s *Service) sweepGovernor() int {
+	return s.gov.Sweep(s.now(), s.governorIdle())
+}
+
+// GovernorNumbers is how many numbers the governor holds the state of.
+func (s *Service) GovernorNumbers() int { return s.gov.Len() }
+
+// Run prunes the index of accepted sends past the longest window, and the
+// governor's numbers that carry nothing (sweepGovernor), every hour until
+// ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -350,6 +383,7 @@ func (s *Service) Run(ctx context.Context) {
 		if _, err := s.store.PruneAgentSends(s.now().Add(-25 * time.Hour)); err != nil {
 			s.log.Error("prune the index of accepted WhatsApp and iMessage sends", "err", err)
 		}
+		s.sweepGovernor()
 		select {
 		case <-ctx.Done():
 			return

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/internal/testclock"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -102,4 +104,69 @@ func TestAgentExpiredJobsReadManyToARead(t *testing.T) {
 		t.Fatalf("the link read the number's queue %d times, want at most 12", n)
 	}
 	t.Logf("the link read the number's queue %d times", n)
+}
+
+// agentReads is the agents' store counting its reads of a number's queue
+// and of the number itself: the two reads of a link's pump, for each
+// number it carries.
+type agentReads struct {
+	channel.Store
+	queue, number *atomic.Int64
+}
+
+func (s agentReads) AgentPending(companyID, deviceID, numberID, after uint64, limit int) ([]store.Message, error) {
+	s.queue.Add(1)
+	return s.Store.AgentPending(companyID, deviceID, numberID, after, limit)
+}
+
+func (s agentReads) AgentNumberByRef(companyID, numberID uint64) (store.AgentNumber, error) {
+	s.number.Add(1)
+	return s.Store.AgentNumberByRef(companyID, numberID)
+}
+
+// While a number's job waits for its gap, the link's pumps (each send
+// kicks one) read neither the number's queue nor the number: the
+// governor knows when the pause ends, and the link's gap timer is armed
+// for it. Each pump read both, to find the job and be told to wait. A gap
+// made shorter (PATCH gap_seconds) releases the link, which checks again:
+// the held job goes by the new gap.
+func TestAgentGapSparesThePumpsReads(t *testing.T) {
+	t.Parallel()
+	w := newMoveWorld(t)
+	token := w.pair("gap-reads-agent")
+	var queue, number atomic.Int64
+	node := w.startWith(moveOptions{gap: pacing.Gap{Min: time.Hour, Max: time.Hour},
+		store: func(st channel.Store) channel.Store { return agentReads{st, &queue, &number} }})
+	ws := node.link(token, moveNumber)
+	first := node.send("goes at once")
+	if s := nextSend(t, ws); s.ID != first {
+		t.Fatalf("got %s, want %s", s.ID, first)
+	}
+	held := node.send("waits for the gap")
+	queue.Store(0)
+	number.Store(0)
+	const kicks = 20
+	var later []string
+	for i := range kicks {
+		later = append(later, node.send(fmt.Sprintf("queued behind %d", i)))
+	}
+	q, n := queue.Load(), number.Load()
+	t.Logf("%d pumps within the gap: %d reads of the queue, %d of the number", kicks, q, n)
+	if q+n != 0 {
+		t.Fatalf("%d pumps within the gap read the queue %d times and the number %d times, want none", kicks, q, n)
+	}
+	nums, err := node.agents.Numbers(context.Background(), w.company, channel.WhatsApp)
+	if err != nil || len(nums) != 1 {
+		t.Fatalf("numbers: %v (%v), want the one", nums, err)
+	}
+	short := 0.01
+	if _, err := node.agents.Update(context.Background(), w.company, channel.WhatsApp, nums[0].PublicID,
+		channel.Patch{Gap: &channel.GapPatch{Min: &short, Max: &short}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append([]string{held}, later[:2]...) {
+		if s := nextSend(t, ws); s.ID != id {
+			t.Fatalf("got %s, want %s", s.ID, id)
+		}
+	}
 }

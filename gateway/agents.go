@@ -44,6 +44,11 @@ type Agents interface {
 	// may (a number paused since its job was read waits); an error is the
 	// store's, which ends the link as at the queue's other reads.
 	Ready(dev store.Device, numberID uint64) (turn *pacing.Turn, wait time.Duration, err error)
+	// Waits is how long the number's gap still holds its next job back,
+	// as far as this node knows without reading anything (0: not, or not
+	// known); a gap changed since may be shorter, and a change releases
+	// the link (Hub.Release).
+	Waits(dev store.Device, numberID uint64) time.Duration
 	// Inbound stores a WhatsApp or iMessage message, once per client_id.
 	Inbound(ctx context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error)
 }
@@ -62,6 +67,11 @@ type line struct {
 	// a release (Hub.Release) reads from it again, since that agent's
 	// deletion, or the number's resume, releases it to this one.
 	passed uint64
+	// gapped says the number's next job waited for its gap at the last
+	// check (Ready), and the gap timer is armed for it: until the pause
+	// ends (Agents.Waits) a pump reads neither the queue nor the number
+	// again. A release clears it (a new gap may be shorter).
+	gapped bool
 }
 
 // passOver moves the line's cursor past the job seq, which the link leaves
@@ -74,11 +84,15 @@ func (l *line) passOver(seq uint64) {
 	l.cursor = seq
 }
 
-// rewind makes the link read again the jobs of its numbers it passed over
-// as another agent's; pumpMu held.
+// rewind, at a release, makes the link read again the jobs of its numbers
+// it passed over as another agent's, and checks again the numbers that
+// waited for their gap (a gap made shorter lets a job go sooner); pumpMu
+// held.
 func (c *conn) rewind() {
 	for i := range c.lines {
-		if l := &c.lines[i]; l.passed != 0 {
+		l := &c.lines[i]
+		l.gapped = false
+		if l.passed != 0 {
 			l.cursor = min(l.cursor, l.passed-1)
 			l.passed = 0
 		}
@@ -136,6 +150,18 @@ func (c *conn) pumpAgents() {
 			if c.hub.cfg.MaxInflight-len(c.inflight) <= 0 || c.closed() {
 				return
 			}
+			if l.gapped {
+				// Its job waits for the gap: a kick (another number's
+				// job, an SMS) or an ack within the pause reads nothing
+				// of it.
+				if wait := agents.Waits(c.dev, l.id); wait > 0 {
+					if earliest == 0 || wait < earliest {
+						earliest = wait
+					}
+					break
+				}
+				l.gapped = false
+			}
 			if c.gated("load pending agent jobs") {
 				return
 			}
@@ -171,6 +197,7 @@ func (c *conn) pumpAgents() {
 				if earliest == 0 || wait < earliest {
 					earliest = wait
 				}
+				l.gapped = true
 				break
 			}
 			// From here, a job that does not go to the link gives the

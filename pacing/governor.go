@@ -80,7 +80,7 @@ type ring struct {
 	sum  uint32
 }
 
-// numberState is one number's windows and gap. Fixed size: 528 bytes on
+// numberState is one number's windows and gap. Fixed size: 536 bytes on
 // 64-bit machines (576 allocated, the allocator's size class).
 type numberState struct {
 	min               [minuteBuckets]uint16
@@ -94,6 +94,10 @@ type numberState struct {
 	// taken is the last job taken (the store's lastTaken) that the pause
 	// was counted from, so that it holds the number back once.
 	taken int64
+	// sent is the time of the newest send the windows counted (unix
+	// nanoseconds): a day window and a bucket after it, every window is
+	// empty (Sweep tells so without advancing them).
+	sent int64
 	// turns counts the dispatches allowed: a Turn given back undoes its
 	// gap only while it is the last one (GiveBack).
 	turns uint64
@@ -174,6 +178,9 @@ func (s *numberState) add(t time.Time, d int) {
 		w.b[j] = uint16(int(w.b[j]) + d)
 		w.r.sum = uint32(int(w.r.sum) + d)
 	}
+	if d > 0 {
+		s.sent = max(s.sent, t.UnixNano())
+	}
 }
 
 // addHistory counts the sends history lists. One stamped after now (by a
@@ -194,17 +201,106 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// Governor holds the state of every number it has seen. Safe for concurrent use.
+// Key names a number to the governor: its store id, and the company whose
+// number it is, so that a company's numbers can be forgotten together
+// (ForgetCompany).
+type Key struct {
+	Company, Number uint64
+}
+
+// Governor holds the state of every number it has seen, until the number
+// idles past what its state remembers (Sweep) or its company is removed
+// (ForgetCompany). Safe for concurrent use.
 type Governor struct {
 	mu     sync.Mutex
-	states map[uint64]*numberState // guarded by mu
-	rnd    *rand.Rand              // guarded by mu
+	states map[Key]*numberState // guarded by mu
+	rnd    *rand.Rand           // guarded by mu
 }
 
 // NewGovernor returns a governor; src is its random source for the gap's
 // jitter (injected, so tests can replay it).
 func NewGovernor(src rand.Source) *Governor {
-	return &Governor{states: map[uint64]*numberState{}, rnd: rand.New(src)}
+	return &Governor{states: map[Key]*numberState{}, rnd: rand.New(src)}
+}
+
+// Len is the number of numbers whose state the governor holds; it is meant
+// for metrics and tests.
+func (g *Governor) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.states)
+}
+
+// ForgetCompany drops the state of every number of the company, once its
+// removal ended: its numbers are gone from the store, and no send or
+// dispatch of theirs comes again. It returns how many it dropped.
+func (g *Governor) ForgetCompany(company uint64) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	before := len(g.states)
+	for k := range g.states {
+		if k.Company == company {
+			delete(g.states, k)
+		}
+	}
+	g.shrink(before)
+	return before - len(g.states)
+}
+
+// Sweep drops the state of every number that carries nothing at now: a
+// state made afresh would decide every send and dispatch of the number as
+// it would. That is when
+//
+//   - its windows are empty: no send it counts is less than its window
+//     old (a day and a quarter of an hour, for a number that sent), so
+//     the caps would count nothing; the history a fresh state reads at
+//     its first send holds nothing of them either; and
+//   - its next dispatch, and the last job taken it knows of, are idle or
+//     more before now, idle being at least the longest gap a number may
+//     have: a fresh state waits only the gap's minimum after the last job
+//     taken (Dispatch's lastTaken), which by then has passed.
+//
+// A state whose windows never read the number's history (made by a
+// dispatch, or emptied for the history to be read again) counts only its
+// gap: its first send reads the history as a fresh state's would. A
+// Reservation or Turn of a state dropped gives nothing back to the state
+// made after it. Sweep returns how many it dropped; the owner calls it
+// periodically (the limiters start no goroutines).
+func (g *Governor) Sweep(now time.Time, idle time.Duration) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	before := len(g.states)
+	for k, s := range g.states {
+		if s.idle(now, idle) {
+			delete(g.states, k)
+		}
+	}
+	g.shrink(before)
+	return before - len(g.states)
+}
+
+// idle says whether the state carries nothing at now (Sweep).
+func (s *numberState) idle(now time.Time, idle time.Duration) bool {
+	at := now.UnixNano()
+	if at-max(s.next, s.taken) < int64(idle) {
+		return false
+	}
+	// A send counts in a window until its bucket has left it whole: the
+	// day's, the longest, a day and a bucket after the send at most.
+	return !s.loaded || at-s.sent >= int64(dayBuckets*dayRes)
+}
+
+// shrink moves the states to a fresh map when most of the before there
+// were went: Go maps never give back their buckets, and a map that held a
+// burst of numbers would keep its size after they were dropped. mu held.
+func (g *Governor) shrink(before int) {
+	if n := len(g.states); n < before/2 {
+		fresh := make(map[Key]*numberState, n)
+		for k, s := range g.states {
+			fresh[k] = s
+		}
+		g.states = fresh
+	}
 }
 
 // History lists a number's accepted sends at or after since (a day and one
@@ -218,8 +314,11 @@ type History func(since time.Time) []time.Time
 // not stored after all.
 type Reservation struct {
 	g   *Governor
-	key uint64
-	at  time.Time
+	key Key
+	// s is the state the slot was taken in: a state dropped since (Sweep)
+	// and made again holds no slot of it.
+	s  *numberState
+	at time.Time
 	// loaded says the reservation's Reserve read the number's history;
 	// reads is the state's reads then.
 	loaded bool
@@ -237,7 +336,7 @@ func (r *Reservation) Release() {
 		return
 	}
 	r.g.mu.Lock()
-	if s := r.g.states[r.key]; s != nil {
+	if s := r.s; r.g.states[r.key] == s {
 		switch {
 		case r.reads != s.reads:
 			// The windows were read again since: its slot is not in them
@@ -269,7 +368,7 @@ func (s *numberState) unload() {
 // wait for it. Sends of one number are serialised by the store (its
 // single writer, or the number's row lock), so no other reads it
 // meanwhile; if one did, state counts only the first.
-func (g *Governor) past(key uint64, now time.Time, history History) (past []time.Time, read bool) {
+func (g *Governor) past(key Key, now time.Time, history History) (past []time.Time, read bool) {
 	if history == nil {
 		return nil, false
 	}
@@ -285,7 +384,7 @@ func (g *Governor) past(key uint64, now time.Time, history History) (past []time
 
 // state is key's state at now, its windows loaded with past (what past
 // read) if they were not; mu held. It reports whether it loaded them.
-func (g *Governor) state(key uint64, now time.Time, past []time.Time) (*numberState, bool) {
+func (g *Governor) state(key Key, now time.Time, past []time.Time) (*numberState, bool) {
 	s := g.states[key]
 	if s == nil {
 		s = &numberState{}
@@ -304,7 +403,7 @@ func (g *Governor) state(key uint64, now time.Time, past []time.Time) (*numberSt
 // until one frees (retry > 0, no slot taken). Call it where the send is
 // stored, under the store's single writer, so two sends never both take the
 // last slot; release the reservation if the store then refuses the send.
-func (g *Governor) Reserve(key uint64, caps Caps, now time.Time, history History) (res *Reservation, retry time.Duration) {
+func (g *Governor) Reserve(key Key, caps Caps, now time.Time, history History) (res *Reservation, retry time.Duration) {
 	past, read := g.past(key, now, history)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -319,14 +418,15 @@ func (g *Governor) Reserve(key uint64, caps Caps, now time.Time, history History
 		return nil, retry
 	}
 	s.add(now, 1)
-	return &Reservation{g: g, key: key, at: now, loaded: loaded, reads: s.reads}, 0
+	return &Reservation{g: g, key: key, s: s, at: now, loaded: loaded, reads: s.reads}, 0
 }
 
 // Turn is a dispatch that Dispatch allowed; GiveBack gives its gap back
 // when the job did not go to the agent after all.
 type Turn struct {
 	g   *Governor
-	key uint64
+	key Key
+	s   *numberState // the state it was counted in (Reservation.s)
 	// turn is the state's turns once this one was counted; last and next
 	// are the state's before it.
 	turn       uint64
@@ -344,7 +444,7 @@ func (t *Turn) GiveBack() {
 		return
 	}
 	t.g.mu.Lock()
-	if s := t.g.states[t.key]; s != nil && s.turns == t.turn {
+	if s := t.s; t.g.states[t.key] == s && s.turns == t.turn {
 		s.last, s.next = t.last, t.next
 		s.turns--
 	}
@@ -364,7 +464,7 @@ func (t *Turn) GiveBack() {
 // gap (the number's was changed since) is drawn again from gap, from the
 // same start, so a shorter gap lets the next job go sooner and a longer
 // one holds it longer.
-func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (turn *Turn, wait time.Duration) {
+func (g *Governor) Dispatch(key Key, gap Gap, now, lastTaken time.Time) (turn *Turn, wait time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.states[key]
@@ -395,12 +495,27 @@ func (g *Governor) Dispatch(key uint64, gap Gap, now, lastTaken time.Time) (turn
 	if d := time.Duration(s.next - now.UnixNano()); d > 0 {
 		return nil, d
 	}
-	turn = &Turn{g: g, key: key, last: s.last, next: s.next}
+	turn = &Turn{g: g, key: key, s: s, last: s.last, next: s.next}
 	s.last = now.UnixNano()
 	s.next = now.Add(g.gap(gap)).UnixNano()
 	s.turns++
 	turn.turn = s.turns
 	return turn, 0
+}
+
+// Waits is how long the number's next dispatch is held back by the pause
+// this governor drew (0: none, or none known), without a dispatch decided
+// or anything read: a caller that knows the number's job waits for its
+// gap need not read the job or the number again before then. The pause is
+// the one drawn for the number's gap at its last Dispatch; a gap changed
+// since may shorten it, which only Dispatch, given the new gap, sees.
+func (g *Governor) Waits(key Key, now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.states[key]; s != nil {
+		return max(time.Duration(s.next-now.UnixNano()), 0)
+	}
+	return 0
 }
 
 // gap draws one pause; mu held.

@@ -26,7 +26,7 @@ func TestCheckAnswersAsANewGovernor(t *testing.T) {
 			}
 			return out
 		}
-		_, want := NewGovernor(rand.NewPCG(1, 2)).Reserve(1, caps, start, history)
+		_, want := NewGovernor(rand.NewPCG(1, 2)).Reserve(Key{Number: 1}, caps, start, history)
 		if got := Check(caps, start, history); got != want {
 			t.Fatalf("round %d with %d sends: Check waits %v, a new governor %v", round, len(sends), got, want)
 		}
@@ -46,7 +46,7 @@ func TestCheckCountsSendsStampedAheadOfTheClock(t *testing.T) {
 	if got := Check(caps, now, history); got != want {
 		t.Fatalf("two sends stamped ahead of the clock, cap 2: Check waits %v, want %v", got, want)
 	}
-	if _, got := NewGovernor(rand.NewPCG(1, 2)).Reserve(1, caps, now, history); got != want {
+	if _, got := NewGovernor(rand.NewPCG(1, 2)).Reserve(Key{Number: 1}, caps, now, history); got != want {
 		t.Fatalf("two sends stamped ahead of the clock, cap 2: Reserve after a start waits %v, want %v", got, want)
 	}
 }

@@ -10,7 +10,7 @@ type Usage struct {
 
 // Usage returns the sends counted in the number's windows now, reading
 // its history first as Reserve does.
-func (g *Governor) Usage(key uint64, now time.Time, history History) Usage {
+func (g *Governor) Usage(key Key, now time.Time, history History) Usage {
 	past, _ := g.past(key, now, history)
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -80,6 +80,25 @@ func MayReport(m Message, deviceID uint64, holder func() uint64) bool {
 // ErrTooManyNumbers refuses a new number past the company's limit.
 var ErrTooManyNumbers = errors.New("store: the company has as many numbers as it may")
 
+// TooManyNumbersError is ErrTooManyNumbers naming the channel whose limit
+// refused an announcement (AnnounceAgentNumbers).
+type TooManyNumbersError struct{ Channel string }
+
+func (e *TooManyNumbersError) Error() string {
+	return ErrTooManyNumbers.Error() + " of channel " + e.Channel
+}
+
+// Unwrap makes it ErrTooManyNumbers to errors.Is.
+func (e *TooManyNumbersError) Unwrap() error { return ErrTooManyNumbers }
+
+// Announced is what an agent's hello announces of one channel: its
+// numbers or handles (already normalised), each once; none lets go those
+// the device held (AnnounceAgentNumbers).
+type Announced struct {
+	Channel   string
+	Addresses []string
+}
+
 // ErrNumberPaused refuses a send through a paused number.
 var ErrNumberPaused = errors.New("store: the number is paused")
 

@@ -24,6 +24,7 @@ type Backend interface {
 	AgentSendTimes(companyID, numberID uint64, since time.Time) ([]time.Time, error)
 	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
 	AllPools() ([]Pool, error)
+	AnnounceAgentNumbers(companyID, deviceID uint64, sets []Announced, now time.Time, limit int) ([]AgentNumber, error)
 	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]AgentNumber, error)
 	AppendCompanyMail(m *Mail, lim MailLimits) error
 	AppendMail(m *Mail) error

@@ -14,6 +14,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
@@ -156,4 +157,37 @@ func TestNoWarmupNoGap(t *testing.T) {
 	if n.Warmup || n.Caps.PerMinute != 8 || n.Gap.Min != 0 || n.Gap.Max != 0 {
 		t.Fatalf("a new number under --number-warmup 0s and a 0s to 0s gap: %s; want no warm-up, 8 a minute, a gap of 0 to 0", body)
 	}
+}
+
+// TestGovernorForgetsAClosedCompany: a WhatsApp number that sent holds
+// its pacing state on the server (simrelay_governor_numbers), until its
+// company is closed: the state goes with the company's removal, not at
+// the next restart.
+func TestGovernorForgetsAClosedCompany(t *testing.T) {
+	t.Parallel()
+	bin, st, apiKey := companyStore(t)
+	srv := startServer(t, bin, st)
+	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "wa-closing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waID, _ := announce(t, srv.url, reg, apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
+	if res, body := post(t, srv.url+"/whatsapp/send", apiKey, `{"number_id":"`+waID+`","to":"+15551234567","content":"hi"}`); res.StatusCode != http.StatusAccepted {
+		t.Fatalf("send: %d %s", res.StatusCode, body)
+	}
+	held := func(n string) bool {
+		_, body := get(t, srv.url+"/metrics", "")
+		return strings.Contains(string(body), "\nsimrelay_governor_numbers "+n+"\n")
+	}
+	if !held("1") {
+		t.Fatal("after a send: simrelay_governor_numbers is not 1, want the number's state held")
+	}
+	closeCompany(t, srv.url, "you@example.com", "Acme")
+	poll.Within(t, 10*time.Second, "the closed company's number gone from the governor", func() bool {
+		return held("0")
+	})
 }

@@ -202,7 +202,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	agents.SetDispatcher(routes)
 	hub.SetAgents(agents)
-	devices.OnDelete(agents.Released) // the jobs a deleted agent was handed go to its numbers' holders
+	devices.OnDelete(agents.Released)        // the jobs a deleted agent was handed go to its numbers' holders
+	accounts.OnRemoved(agents.ForgetCompany) // a removed company's numbers leave the governor
 	bill, err := billing.New(cfg.billingConfig(), st, log.With("component", "billing"), now)
 	if err != nil {
 		return err
@@ -242,6 +243,10 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		Name: "simrelay_company_removals_failing",
 		Help: "Closing companies whose last removal step failed on this node, each tried again after a wait that doubles from a minute to an hour (docs/operations.md, Removing a company). Above 0 for long: read the log's 'company removal failing' lines.",
 	}, func() float64 { return float64(accounts.ClosingsFailing()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "simrelay_governor_numbers",
+		Help: "WhatsApp numbers and iMessage handles whose pacing state (about 600 bytes each) this node holds: those that sent within about a day and a quarter of an hour, or dispatched within about two hours, less those of companies removed (docs/pacing.md, Bounded memory).",
+	}, func() float64 { return float64(agents.GovernorNumbers()) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "simrelay_company_removal_failures_total",
 		Help: "Tries at a closing company's removal that failed on this node since it started.",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -67,6 +68,16 @@ func agentNumberKey(companyID uint64, channel, address string) []byte {
 // record beyond limit records of the company on the channel is
 // ErrTooManyNumbers, and nothing is stored; limit 0 means no limit.
 func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]AgentNumber, error) {
+	return s.AnnounceAgentNumbers(companyID, deviceID, []store.Announced{{Channel: channel, Addresses: addresses}}, now, limit)
+}
+
+// AnnounceAgentNumbers is AnnounceNumbers of every set, in one
+// transaction: a hello's WhatsApp numbers and iMessage handles are stored
+// together or not at all. A set past its channel's limit refuses the whole
+// announcement with a *store.TooManyNumbersError naming the channel
+// (ErrTooManyNumbers to errors.Is). It returns the records of all the
+// sets, in the order given.
+func (s *Store) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]AgentNumber, error) {
 	var out []AgentNumber
 	err := s.grouped(func(tx *bolt.Tx) error {
 		out = out[:0]
@@ -74,62 +85,78 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 		if err != nil {
 			return err
 		}
-		if len(addresses) > 0 {
+		if slices.ContainsFunc(sets, func(a store.Announced) bool { return len(a.Addresses) > 0 }) {
 			// It holds a number once this commits: its record must not
 			// say it holds none (Device.NoNumbers).
 			if err := mayHoldNumbers(tx, companyID, deviceID); err != nil {
 				return err
 			}
 		}
-		b, held := tx.Bucket(bucketAgentNumbers), tx.Bucket(bucketAgentHeld)
-		for _, addr := range addresses {
-			k := agentNumberKey(companyID, channel, addr)
-			var n AgentNumber
-			err := getJSON(b, k, &n)
-			switch {
-			case errors.Is(err, ErrNotFound):
-				if limit > 0 && countPrefix(b, agentNumberKey(companyID, channel, ""), limit) >= limit {
-					return ErrTooManyNumbers
-				}
-				if n.ID, err = b.NextSequence(); err != nil {
-					return err
-				}
-				if n.PublicID, err = store.NewNumberPublicID(channel); err != nil {
-					return err
-				}
-				n.CompanyID, n.Channel, n.Address, n.FirstSeen, n.Status = companyID, channel, addr, now.UTC(), NumberActive
-				if err := tx.Bucket(bucketAgentNumberIDs).Put([]byte(n.PublicID), k); err != nil {
-					return err
-				}
-				if err := tx.Bucket(bucketAgentNumberRef).Put(pair(companyID, n.ID), k); err != nil {
-					return err
-				}
-			case err != nil:
-				return err
-			case n.DeviceID == d.ID && n.Device == d.Fingerprint:
-				out = append(out, n)
-				continue // nothing changed: no write
-			}
-			if n.DeviceID != 0 {
-				if err := held.Delete(heldKey(companyID, n.DeviceID, channel, addr)); err != nil {
-					return err
-				}
-			}
-			n.DeviceID, n.Device, n.UpdatedAt = d.ID, d.Fingerprint, now.UTC()
-			if err := putJSON(b, k, n); err != nil {
+		for _, set := range sets {
+			if out, err = announce(tx, d, set.Channel, set.Addresses, now, limit, out); err != nil {
 				return err
 			}
-			if err := held.Put(heldKey(companyID, d.ID, channel, addr), nil); err != nil {
-				return err
-			}
-			out = append(out, n)
 		}
-		return letGo(b, held, companyID, d.ID, channel, addresses, now)
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: announce %s numbers of device %d: %w", channel, deviceID, err)
+		channels := make([]string, len(sets))
+		for i, set := range sets {
+			channels[i] = set.Channel
+		}
+		return nil, fmt.Errorf("store: announce %s numbers of device %d: %w", strings.Join(channels, " and "), deviceID, err)
 	}
 	return out, nil
+}
+
+// announce stores one channel's set of AnnounceAgentNumbers, appending
+// its records to out.
+func announce(tx *bolt.Tx, d liveRef, channel string, addresses []string, now time.Time, limit int, out []AgentNumber) ([]AgentNumber, error) {
+	companyID := d.CompanyID
+	b, held := tx.Bucket(bucketAgentNumbers), tx.Bucket(bucketAgentHeld)
+	for _, addr := range addresses {
+		k := agentNumberKey(companyID, channel, addr)
+		var n AgentNumber
+		err := getJSON(b, k, &n)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if limit > 0 && countPrefix(b, agentNumberKey(companyID, channel, ""), limit) >= limit {
+				return out, &store.TooManyNumbersError{Channel: channel}
+			}
+			if n.ID, err = b.NextSequence(); err != nil {
+				return out, err
+			}
+			if n.PublicID, err = store.NewNumberPublicID(channel); err != nil {
+				return out, err
+			}
+			n.CompanyID, n.Channel, n.Address, n.FirstSeen, n.Status = companyID, channel, addr, now.UTC(), NumberActive
+			if err := tx.Bucket(bucketAgentNumberIDs).Put([]byte(n.PublicID), k); err != nil {
+				return out, err
+			}
+			if err := tx.Bucket(bucketAgentNumberRef).Put(pair(companyID, n.ID), k); err != nil {
+				return out, err
+			}
+		case err != nil:
+			return out, err
+		case n.DeviceID == d.ID && n.Device == d.Fingerprint:
+			out = append(out, n)
+			continue // nothing changed: no write
+		}
+		if n.DeviceID != 0 {
+			if err := held.Delete(heldKey(companyID, n.DeviceID, channel, addr)); err != nil {
+				return out, err
+			}
+		}
+		n.DeviceID, n.Device, n.UpdatedAt = d.ID, d.Fingerprint, now.UTC()
+		if err := putJSON(b, k, n); err != nil {
+			return out, err
+		}
+		if err := held.Put(heldKey(companyID, d.ID, channel, addr), nil); err != nil {
+			return out, err
+		}
+		out = append(out, n)
+	}
+	return out, letGo(b, held, companyID, d.ID, channel, addresses, now)
 }
 
 // holdsNumbers says whether the registration holds a number or handle of

@@ -23,6 +23,7 @@ type AgentsStore interface {
 	SetPlans(p store.Plans)
 	UpdateSubscription(companyID uint64, fn func(*store.Subscription) error) (store.Subscription, error)
 	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
+	AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]store.AgentNumber, error)
 	AgentNumbers(companyID uint64, channel string) ([]store.AgentNumber, error)
 	AgentNumbersSentSince(companyID uint64, channel string, since time.Time) ([]store.AgentNumber, []int, error)
 	AgentNumbersNew(companyID uint64, channel string, addresses []string) (fresh, have int, err error)
@@ -55,6 +56,7 @@ func Agents(t *testing.T, open Opener[AgentsStore]) {
 	t.Run("HelloHolds", func(t *testing.T) { t.Parallel(); s := open(t); helloHolds(t, s, s) })
 	t.Run("HelloHoldsConcurrent", func(t *testing.T) { t.Parallel(); helloHoldsConcurrent(t, open(t)) })
 	t.Run("AnnounceLimit", func(t *testing.T) { t.Parallel(); announceLimit(t, open(t)) })
+	t.Run("AnnounceChannelsTogether", func(t *testing.T) { t.Parallel(); announceChannelsTogether(t, open(t)) })
 	t.Run("NumbersNew", func(t *testing.T) { t.Parallel(); agentNumbersNew(t, open(t)) })
 	t.Run("AnnounceLimitConcurrent", func(t *testing.T) { t.Parallel(); announceLimitConcurrent(t, open(t)) })
 	t.Run("AnnounceSameConcurrent", func(t *testing.T) { t.Parallel(); announceSameConcurrent(t, open(t)) })
@@ -258,6 +260,62 @@ func announceLimit(t *testing.T, s AgentsStore) {
 	}
 	if _, err := s.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameWhatsApp, []string{waZ, "+15550004444", "+15550005555"}, T0, 0); err != nil {
 		t.Fatalf("limit 0: %v, want no limit", err)
+	}
+}
+
+// announceChannelsTogether: a hello's WhatsApp numbers and iMessage
+// handles are stored in one write. Its handles past the limit refuse it
+// whole, naming the channel: its WhatsApp numbers, new or moved, and the
+// numbers it would let go stay as they were. Within the limit both are
+// stored, their records in the order of the sets.
+func announceChannelsTogether(t *testing.T, s AgentsStore) {
+	c, _ := Company(t, s)
+	d1 := Device(t, s, c.ID, newFingerprint())
+	d2 := Device(t, s, c.ID, newFingerprint())
+	if _, err := s.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameWhatsApp, []string{waX}, T0, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AnnounceNumbers(c.ID, d1.ID, store.ChannelNameIMessage, []string{"ana@example.com", "bo@example.com"}, T0, 2); err != nil {
+		t.Fatal(err)
+	}
+	sets := []store.Announced{
+		{Channel: store.ChannelNameWhatsApp, Addresses: []string{waX, waY}},
+		{Channel: store.ChannelNameIMessage, Addresses: []string{"cy@example.com"}},
+	}
+	_, err := s.AnnounceAgentNumbers(c.ID, d2.ID, sets, T0, 2)
+	var full *store.TooManyNumbersError
+	if !errors.As(err, &full) || full.Channel != store.ChannelNameIMessage || !errors.Is(err, store.ErrTooManyNumbers) {
+		t.Fatalf("a third handle: %v, want ErrTooManyNumbers of %s", err, store.ChannelNameIMessage)
+	}
+	nums, _ := s.AgentNumbers(c.ID, store.ChannelNameWhatsApp)
+	if len(nums) != 1 || nums[0].Address != waX || nums[0].DeviceID != d1.ID {
+		t.Fatalf("WhatsApp numbers after the refused hello: %+v, want %s alone, still held by device %d", nums, waX, d1.ID)
+	}
+	// Within the limit: a WhatsApp number new and one moved, and a handle
+	// moved, in one write.
+	sets = []store.Announced{
+		{Channel: store.ChannelNameWhatsApp, Addresses: []string{waY, waX}},
+		{Channel: store.ChannelNameIMessage, Addresses: []string{"bo@example.com"}},
+	}
+	got, err := s.AnnounceAgentNumbers(c.ID, d2.ID, sets, T0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for _, n := range got {
+		addrs = append(addrs, n.Address)
+		if n.DeviceID != d2.ID {
+			t.Errorf("%s: held by device %d, want %d", n.Address, n.DeviceID, d2.ID)
+		}
+	}
+	if want := []string{waY, waX, "bo@example.com"}; !slices.Equal(addrs, want) {
+		t.Fatalf("records %v, want %v", addrs, want)
+	}
+	handles, _ := s.AgentNumbers(c.ID, store.ChannelNameIMessage)
+	for _, h := range handles {
+		if h.Address == "ana@example.com" && h.DeviceID != d1.ID {
+			t.Errorf("ana@example.com: held by device %d, want still %d (d2 never announced it)", h.DeviceID, d1.ID)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,78 +47,64 @@ import (
 // limit records of the company on the channel is ErrTooManyNumbers, and
 // nothing is stored; limit 0 means no limit.
 func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error) {
+	return s.AnnounceAgentNumbers(companyID, deviceID, []store.Announced{{Channel: channel, Addresses: addresses}}, now, limit)
+}
+
+// AnnounceAgentNumbers is AnnounceNumbers of every set, in one
+// transaction: a hello's WhatsApp numbers and iMessage handles are stored
+// together or not at all. A set past its channel's limit refuses the whole
+// announcement with a *store.TooManyNumbersError naming the channel
+// (ErrTooManyNumbers to errors.Is). It returns the records of all the
+// sets, in the order given. Locks: the device's row, then the company's
+// (when a set holds a number new to the company), then each set's numbers
+// in the order of the sets.
+func (s *Store) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]store.AgentNumber, error) {
 	var out []store.AgentNumber
 	now = now.UTC()
-	err := s.write(fmt.Sprintf("announce %s numbers of device %d", channel, deviceID), func(t *txn) error {
+	channels := make([]string, len(sets))
+	holds := false
+	for i, set := range sets {
+		channels[i] = set.Channel
+		holds = holds || len(set.Addresses) > 0
+	}
+	err := s.write(fmt.Sprintf("announce %s numbers of device %d", strings.Join(channels, " and "), deviceID), func(t *txn) error {
 		out = out[:0]
 		// A hello that gives the device a number locks its row first (a
 		// registration's order: the device, then its company), so that
 		// the write of another hello of the device, which reads whether
 		// it holds any under that lock, never stores NoNumbers over it.
-		d, err := liveDeviceByID(t, companyID, deviceID, len(addresses) > 0)
+		d, err := liveDeviceByID(t, companyID, deviceID, holds)
 		if err != nil {
 			return err
 		}
-		if len(addresses) > 0 && d.NoNumbers {
+		if holds && d.NoNumbers {
 			d.NoNumbers = false
 			if err := putDevice(t, d); err != nil {
 				return err
 			}
 		}
-		const mine = `SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND (address = ANY($3) OR device_id = $4) ORDER BY id`
 		if limit > 0 {
-			known, err := getRecs[store.AgentNumber](t, mine, id(companyID), channel, addresses, id(deviceID))
-			if err != nil {
-				return err
-			}
-			if slices.ContainsFunc(addresses, func(a string) bool {
-				return !slices.ContainsFunc(known, func(n store.AgentNumber) bool { return n.Address == a })
-			}) {
-				// A new number counts the company's: its row lock makes
-				// the count exact. It is taken before the numbers' rows,
-				// and nothing takes them the other way round.
-				if err := lockCompany(t, companyID); err != nil {
+			for _, set := range sets {
+				known, err := getRecs[store.AgentNumber](t, announcedRows, id(companyID), set.Channel, set.Addresses, id(deviceID))
+				if err != nil {
 					return err
+				}
+				if slices.ContainsFunc(set.Addresses, func(a string) bool {
+					return !slices.ContainsFunc(known, func(n store.AgentNumber) bool { return n.Address == a })
+				}) {
+					// A new number counts the company's: its row lock makes
+					// the count exact. It is taken before the numbers' rows
+					// of every set, and nothing takes them the other way
+					// round.
+					if err := lockCompany(t, companyID); err != nil {
+						return err
+					}
+					break
 				}
 			}
 		}
-		locked, err := getRecs[store.AgentNumber](t, mine+" FOR UPDATE", id(companyID), channel, addresses, id(deviceID))
-		if err != nil {
-			return err
-		}
-		byAddr := make(map[string]store.AgentNumber, len(locked))
-		for _, n := range locked {
-			byAddr[n.Address] = n
-		}
-		for _, addr := range addresses {
-			n, ok := byAddr[addr]
-			switch {
-			case !ok:
-				if n, err = newNumber(t, d, channel, addr, now, limit); err != nil {
-					return err
-				}
-				byAddr[addr] = n
-				out = append(out, n)
-				continue
-			case n.DeviceID == d.ID && n.Device == d.Fingerprint:
-				out = append(out, n)
-				continue // nothing changed: no write
-			}
-			n.DeviceID, n.Device, n.UpdatedAt = d.ID, d.Fingerprint, now
-			if err := putNumber(t, n); err != nil {
-				return err
-			}
-			byAddr[addr] = n
-			out = append(out, n)
-		}
-		// Let go what the device held and did not announce now: held by
-		// nobody until an agent announces it again.
-		for _, n := range locked {
-			if n.DeviceID != d.ID || slices.Contains(addresses, n.Address) {
-				continue
-			}
-			n.DeviceID, n.UpdatedAt = 0, now // Device stays: the agent that held it last
-			if err := putNumber(t, n); err != nil {
+		for _, set := range sets {
+			if out, err = announce(t, d, set.Channel, set.Addresses, now, limit, out); err != nil {
 				return err
 			}
 		}
@@ -125,6 +112,57 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// announcedRows reads the numbers of a channel a hello names, and those
+// the device holds: $1 company, $2 channel, $3 addresses, $4 device.
+const announcedRows = `SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND (address = ANY($3) OR device_id = $4) ORDER BY id`
+
+// announce stores one channel's set of AnnounceAgentNumbers, appending
+// its records to out; the caller holds the company's row lock when the set
+// holds a new number and limit is set.
+func announce(t *txn, d store.Device, channel string, addresses []string, now time.Time, limit int, out []store.AgentNumber) ([]store.AgentNumber, error) {
+	locked, err := getRecs[store.AgentNumber](t, announcedRows+" FOR UPDATE", id(d.CompanyID), channel, addresses, id(d.ID))
+	if err != nil {
+		return out, err
+	}
+	byAddr := make(map[string]store.AgentNumber, len(locked))
+	for _, n := range locked {
+		byAddr[n.Address] = n
+	}
+	for _, addr := range addresses {
+		n, ok := byAddr[addr]
+		switch {
+		case !ok:
+			if n, err = newNumber(t, d, channel, addr, now, limit); err != nil {
+				return out, err
+			}
+			byAddr[addr] = n
+			out = append(out, n)
+			continue
+		case n.DeviceID == d.ID && n.Device == d.Fingerprint:
+			out = append(out, n)
+			continue // nothing changed: no write
+		}
+		n.DeviceID, n.Device, n.UpdatedAt = d.ID, d.Fingerprint, now
+		if err := putNumber(t, n); err != nil {
+			return out, err
+		}
+		byAddr[addr] = n
+		out = append(out, n)
+	}
+	// Let go what the device held and did not announce now: held by
+	// nobody until an agent announces it again.
+	for _, n := range locked {
+		if n.DeviceID != d.ID || slices.Contains(addresses, n.Address) {
+			continue
+		}
+		n.DeviceID, n.UpdatedAt = 0, now // Device stays: the agent that held it last
+		if err := putNumber(t, n); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }
@@ -141,7 +179,7 @@ func newNumber(t *txn, d store.Device, channel, addr string, now time.Time, limi
 			return store.AgentNumber{}, err
 		}
 		if have >= limit {
-			return store.AgentNumber{}, store.ErrTooManyNumbers
+			return store.AgentNumber{}, &store.TooManyNumbersError{Channel: channel}
 		}
 	}
 	nid, err := nextID(t, "agent_numbers")

@@ -193,7 +193,8 @@
 // row, as a registration and a deletion take a device's and then its
 // company's (TestPoolMemberRacesItsDeviceDeletion), and an agent's hello
 // that announces numbers its device's, then its company's, then the
-// numbers' (AnnounceNumbers); a device deletion
+// numbers' (AnnounceAgentNumbers: the WhatsApp numbers', then the
+// iMessage handles', in one transaction); a device deletion
 // its device's unfinished jobs and the pools it leaves, then the device,
 // then those again with any a send queued or an edit added in between
 // (TestDeviceDeletionLocksAfterItsJobs, TestDeviceDeletionLocksPoolsFirst),
