@@ -143,6 +143,7 @@ func TestAgentGapSparesThePumpsReads(t *testing.T) {
 		t.Fatalf("got %s, want %s", s.ID, first)
 	}
 	held := node.send("waits for the gap")
+	kicksPumped(t, node.hub, "gap-reads-agent") // its pump found it held by the gap
 	queue.Store(0)
 	number.Store(0)
 	const kicks = 20
@@ -150,6 +151,7 @@ func TestAgentGapSparesThePumpsReads(t *testing.T) {
 	for i := range kicks {
 		later = append(later, node.send(fmt.Sprintf("queued behind %d", i)))
 	}
+	kicksPumped(t, node.hub, "gap-reads-agent")
 	q, n := queue.Load(), number.Load()
 	t.Logf("%d pumps within the gap: %d reads of the queue, %d of the number", kicks, q, n)
 	if q+n != 0 {
