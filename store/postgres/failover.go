@@ -41,10 +41,16 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 		// places of a device's jobs need not rise with their ids (a
 		// released or moved job takes its place late). The conditions are
 		// checked again on a row another transaction changed meanwhile.
+		//
+		// The ids are read first, in one pass of the device's queue, as an
+		// array: as the subquery of "id IN (...)" the planner, which took
+		// both for one row, ran it again for every job of the device, and
+		// the read grew with the square of the queue (5,000 queued jobs,
+		// 2.5 million rows compared, 1.6 s of a sweep's 2.2).
 		const job = `company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4
 			AND priority = 0 AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)`
-		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE `+job+` AND id IN (
-				SELECT id FROM messages WHERE `+job+` ORDER BY queue_place LIMIT $7)
+		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE id = ANY(ARRAY(
+				SELECT id FROM messages WHERE `+job+` ORDER BY queue_place LIMIT $7)) AND `+job+`
 			ORDER BY id FOR UPDATE`,
 			id(in.CompanyID), id(in.DeviceID), store.MsgQueued, id(in.After), pools, in.Slot, in.Limit)
 		if err != nil {
