@@ -13,8 +13,9 @@ import (
 // Failover moves the jobs in names to another member of their pool, chosen
 // as the pool chooses for a send (the device's members and the down
 // devices passed over, caps counted), recording the member they leave in
-// their attempts, and returns them as they now are. A job no other member
-// can take stays where it is. The jobs are those of the device's queue
+// their attempts, and returns them as they now are, with the place the
+// next batch goes on from (store.FailoverInput). A job no other member can
+// take stays where it is. The jobs are those of the device's queue
 // (queued, not held, priority 0, as the embedded store's) placed above
 // in.After, locked as they are read (the caller holds the device's links
 // meanwhile, so none is handed out); each job takes the next place in its
