@@ -486,6 +486,7 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("DeletedDeviceSIMs", func(t *testing.T) { t.Parallel(); deletedDeviceSIMs(t, open(t)) })
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); poolFailover(t, open(t)) })
 	t.Run("FailoverBatches", func(t *testing.T) { t.Parallel(); poolFailoverBatches(t, open(t)) })
+	t.Run("FailoverTwoPools", func(t *testing.T) { t.Parallel(); poolFailoverTwoPools(t, open(t)) })
 	t.Run("FailoverAttemptsBounded", func(t *testing.T) { t.Parallel(); poolFailoverAttemptsBounded(t, open(t)) })
 	t.Run("Window", func(t *testing.T) { t.Parallel(); poolWindow(t, open(t)) })
 	t.Run("PoolOfAnotherCompany", func(t *testing.T) { t.Parallel(); poolOfAnotherCompany(t, open(t)) })
@@ -1341,6 +1342,40 @@ func poolFailoverBatches(t *testing.T, s PoolSendsStore) {
 	}
 	if us, err := s.SIMUsages(a.ID, "fbt-b", at); err != nil || us[0].Recipients != 3 || us[0].Day != 5 {
 		t.Fatalf("fbt-b's SIM1: %+v (%v), want 3 recipients and 5 sends", us, err)
+	}
+}
+
+// poolFailoverTwoPools: one failover of a device's jobs of two pools that
+// share the member they move to counts each job once against that SIM's
+// caps, as sends through the two pools would.
+func poolFailoverTwoPools(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	da := Device(t, s, a.ID, "f2p-a")
+	Device(t, s, a.ID, "f2p-b")
+	x := poolSender{t, s, a.ID}
+	pools := map[uint64]bool{}
+	for _, name := range []string{"f2p-1", "f2p-2"} {
+		p := putPool(t, s, a.ID, store.PoolInput{Name: name, Strategy: store.PoolRoundRobin, FailoverAfter: time.Minute, Members: members("f2p-a", "SIM1")})
+		pools[p.ID] = true
+		for i := range 2 {
+			x.via(name, fmt.Sprintf("+15559004%s%d", name[4:], i), T0)
+		}
+		if _, err := s.PutPool(a.ID, p.ID, T0, func(store.Pool) (store.PoolInput, error) {
+			return store.PoolInput{Name: name, Strategy: store.PoolRoundRobin, FailoverAfter: time.Minute, Members: members("f2p-a", "SIM1", "f2p-b", "SIM1")}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.SetSIMCaps(a.ID, "f2p-b", map[string]store.SIMCaps{"SIM1": {PerDay: 100, RecipientsPerDay: 100}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	at := T0.Add(2 * time.Minute)
+	moved, _, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: da.ID, Reason: store.FailoverOffline, Pools: pools, Limit: 10}, nil, at)
+	if err != nil || len(moved) != 4 {
+		t.Fatalf("failover of two pools' jobs: %d moved (%v), want 4", len(moved), err)
+	}
+	if us, err := s.SIMUsages(a.ID, "f2p-b", at); err != nil || us[0].Day != 4 || us[0].Month != 4 || us[0].Recipients != 4 {
+		t.Fatalf("f2p-b's SIM1 after 4 jobs moved to it: %+v (%v), want 4 sends today and this month, to 4 recipients", us, err)
 	}
 }
 

@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -97,12 +100,15 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 		if err := moveJobs(t, moved, to); err != nil {
 			return err
 		}
-		for _, pp := range pickers {
-			if err := pp.commit(); err != nil {
-				return err
-			}
+		// The SIMs' counts once for all the pools' picks (their pickers
+		// share the tally; each pool's commit added them again), then
+		// each pool's turn and sticky entries, in pool id order.
+		b := &pgx.Batch{}
+		tally.queueFlush(b)
+		for _, pid := range slices.Sorted(maps.Keys(pickers)) {
+			pickers[pid].queuePicks(b)
 		}
-		return nil
+		return t.sendBatch(b)
 	})
 	if err != nil {
 		return nil, 0, err
