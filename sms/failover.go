@@ -15,9 +15,14 @@ const (
 	// failoverEvery is how often the sweep runs: a job waits at most this
 	// long past its pool's failover_after before it moves.
 	failoverEvery = 30 * time.Second
-	// failoverBatch bounds the jobs one device gives up per sweep, so one
-	// transaction stays short; the next sweep moves the rest.
-	failoverBatch = 500
+	// failoverBatch is how many of a device's jobs one transaction moves
+	// (store.Failover): a batch's statements do not grow with its jobs on
+	// PostgreSQL, and the device's links are held for one batch at a time.
+	failoverBatch = 256
+	// failoverBatches bounds the batches one device gives up per sweep
+	// (10,240 jobs), so one device's backlog does not hold up the others'
+	// for long; the next sweep moves the rest.
+	failoverBatches = 40
 )
 
 // FailoverHub is what the sweep needs of the phones' links (gateway.Hub):
@@ -154,7 +159,7 @@ func (s *Service) failover(ctx context.Context) []store.Message {
 				if slot != "" {
 					reason = store.FailoverCarrierErrors
 				}
-				moved = append(moved, s.failoverDevice(d, p, slot, reason, downFor(p), now)...)
+				moved = append(moved, s.failoverDevice(ctx, d, p, slot, reason, downFor(p), now)...)
 			}
 		}
 	}
@@ -166,27 +171,42 @@ func (s *Service) failover(ctx context.Context) []store.Message {
 }
 
 // failoverDevice moves the device's undispatched jobs of pool p (from slot,
-// "" for both) to other members, holding the device's links meanwhile. It
-// returns every job a move committed, even when the hold then failed: a
-// cluster's hold is a transaction of its own, which runs fn again when it
-// is retried and may fail as it commits, while each move commits in its
-// own; a job moved and not returned is never told, nor its new device's
-// link woken.
-func (s *Service) failoverDevice(d poolDevice, p store.Pool, slot, reason string, down map[uint64]bool, now time.Time) []store.Message {
+// "" for both) to other members, failoverBatch a transaction, up to
+// failoverBatches of them, holding the device's links for each batch. Each batch
+// commits on its own: a batch that fails (or a stop, or a crash) leaves
+// the jobs the batches before it moved where they went, and the rest
+// where they were, for the next sweep. It returns every job a move
+// committed, even when the hold then failed: a cluster's hold is a
+// transaction of its own, which runs fn again when it is retried and may
+// fail as it commits, while each move commits in its own; a job moved and
+// not returned is never told, nor its new device's link woken.
+func (s *Service) failoverDevice(ctx context.Context, d poolDevice, p store.Pool, slot, reason string, down map[uint64]bool, now time.Time) []store.Message {
 	var moved []store.Message
-	err := s.hub.HoldDevice(d.fingerprint, d.deviceID, func(upTo uint64, _ bool) error {
-		ms, err := s.store.Failover(store.FailoverInput{
-			CompanyID: d.companyID, DeviceID: d.deviceID, Slot: slot, After: max(upTo, s.startSeq),
-			Reason: reason, Down: down, Pools: map[uint64]bool{p.ID: true}, Limit: failoverBatch,
-		}, slotCheck, now)
-		if err != nil {
-			return err
+	var cursor uint64 // the place the last batch looked at jobs up to
+	for range failoverBatches {
+		if ctx.Err() != nil {
+			break
 		}
-		moved = append(moved, ms...)
-		return nil
-	})
-	if err != nil {
-		s.log.Error("failover", "device", d.fingerprint, "moved", len(moved), "err", err)
+		more := false
+		err := s.hub.HoldDevice(d.fingerprint, d.deviceID, func(upTo uint64, _ bool) error {
+			ms, next, err := s.store.Failover(store.FailoverInput{
+				CompanyID: d.companyID, DeviceID: d.deviceID, Slot: slot, After: max(upTo, s.startSeq, cursor),
+				Reason: reason, Down: down, Pools: map[uint64]bool{p.ID: true}, Limit: failoverBatch,
+			}, slotCheck, now)
+			if err != nil {
+				return err
+			}
+			moved = append(moved, ms...)
+			cursor, more = max(cursor, next), next != 0
+			return nil
+		})
+		if err != nil {
+			s.log.Error("failover", "device", d.fingerprint, "moved", len(moved), "err", err)
+			break
+		}
+		if !more {
+			break
+		}
 	}
 	return moved
 }

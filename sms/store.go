@@ -18,7 +18,7 @@ type Store interface {
 	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func([]store.Message) (int, []byte)) ([]store.Message, *store.Idempotent, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
-	Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) ([]store.Message, error)
+	Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) (moved []store.Message, next uint64, err error)
 	History(companyID uint64, device, phone string, page, limit int) ([]store.Message, int, error)
 	InboundList(q store.InboundQuery) ([]store.Message, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)

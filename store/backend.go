@@ -66,7 +66,7 @@ type Backend interface {
 	EnqueueAgent(m *Message, idemKey IdempotencyKey, now func() time.Time, vet SendVet, answer func(Message) (int, []byte)) (Message, *Idempotent, error)
 	EnqueueBulk(ms []Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func([]Message) (int, []byte)) ([]Message, *Idempotent, error)
 	ExpireQueued(now time.Time, limit int) ([]Message, error)
-	Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]Message, error)
+	Failover(in FailoverInput, check DeviceCheck, now time.Time) (moved []Message, next uint64, err error)
 	Generation() (uint64, error)
 	History(companyID uint64, device, phone string, page, limit int) ([]Message, int, error)
 	ImportMessages(msgs []Message) error

@@ -31,10 +31,15 @@ type Attempt struct {
 	MovedAt time.Time `json:"moved_at"`
 }
 
-// FailoverInput says which jobs Failover moves: the queued jobs of the
-// company's device that went through a pool, from slot ("" for both), with
-// queue places above After (jobs at or below it may have been handed to a
-// phone), at most Limit of them. Down are the devices no job may move to.
+// FailoverInput says which jobs Failover moves, in one transaction: the
+// queued jobs of the company's device that went through a pool, from slot
+// ("" for both), with queue places above After (jobs at or below it may
+// have been handed to a phone, or were looked at by an earlier batch), the
+// first Limit of them in queue order. Down are the devices no job may move
+// to. Failover returns, besides the jobs it moved, the place of the last
+// job it looked at when it looked at Limit of them (the After of the next
+// batch; the jobs it could not move stay behind it), and 0 when it looked
+// at fewer: the device has no more past them.
 type FailoverInput struct {
 	CompanyID, DeviceID uint64
 	Slot                string

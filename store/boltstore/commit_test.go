@@ -237,7 +237,7 @@ func TestRefusalKeepsTheBatch(t *testing.T) {
 			return err
 		}, no},
 		{"failover with nothing to move", func() error {
-			moved, err := s.Failover(FailoverInput{CompanyID: d.CompanyID, DeviceID: d.ID, Reason: "device_offline", Pools: map[uint64]bool{1: true}, Limit: 100}, nil, t0)
+			moved, _, err := s.Failover(FailoverInput{CompanyID: d.CompanyID, DeviceID: d.ID, Reason: "device_offline", Pools: map[uint64]bool{1: true}, Limit: 100}, nil, t0)
 			if err == nil && len(moved) != 0 {
 				return fmt.Errorf("moved %d jobs of no pool", len(moved))
 			}

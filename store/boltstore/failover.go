@@ -94,12 +94,14 @@ func (s *Store) AllPools() ([]Pool, error) {
 // Failover moves the jobs in.FailoverInput names to another member of
 // their pool, chosen as the pool chooses for a send (the device's members
 // and the down devices passed over, caps counted), recording the member
-// they leave in their attempts, and returns them as they now are. A job
-// no other member can take stays where it is.
-func (s *Store) Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]Message, error) {
+// they leave in their attempts, and returns them as they now are, with
+// the place the next batch goes on from (store.FailoverInput). A job no
+// other member can take stays where it is.
+func (s *Store) Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]Message, uint64, error) {
 	var moved []Message
+	var next uint64
 	err := s.grouped(func(tx *bolt.Tx) error {
-		moved = moved[:0]
+		moved, next = moved[:0], 0
 		msgs := tx.Bucket(bucketMessages)
 		prefix := devKey(in.CompanyID, in.DeviceID)
 		var jobs []Message
@@ -115,6 +117,9 @@ func (s *Store) Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]
 			}
 			if m.Status == MsgQueued && in.Pools[m.PoolID] && (in.Slot == "" || m.SIMSlot == in.Slot) {
 				jobs = append(jobs, m)
+				if len(jobs) == in.Limit {
+					next = btoi(k[len(prefix):])
+				}
 			}
 		}
 		tally := newSIMTally(tx, now)
@@ -167,9 +172,9 @@ func (s *Store) Failover(in FailoverInput, check DeviceCheck, now time.Time) ([]
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("store: failover of device %d: %w", in.DeviceID, err)
+		return nil, 0, fmt.Errorf("store: failover of device %d: %w", in.DeviceID, err)
 	}
-	return moved, nil
+	return moved, next, nil
 }
 
 // moveJob moves the queued job from (as stored) to m's new device d: out

@@ -462,7 +462,7 @@ type PoolSendsStore interface {
 	PruneSIMCounts(now time.Time) (int, error)
 	PruneSticky(cutoff time.Time) (int, error)
 	CarrierFailing(companyID uint64, now time.Time) (map[uint64][]string, error)
-	Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) ([]store.Message, error)
+	Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) (moved []store.Message, next uint64, err error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
 }
 
@@ -485,6 +485,8 @@ func PoolSends(t *testing.T, open Opener[PoolSendsStore]) {
 	t.Run("CarrierErrors", func(t *testing.T) { t.Parallel(); carrierErrors(t, open(t)) })
 	t.Run("DeletedDeviceSIMs", func(t *testing.T) { t.Parallel(); deletedDeviceSIMs(t, open(t)) })
 	t.Run("Failover", func(t *testing.T) { t.Parallel(); poolFailover(t, open(t)) })
+	t.Run("FailoverBatches", func(t *testing.T) { t.Parallel(); poolFailoverBatches(t, open(t)) })
+	t.Run("FailoverTwoPools", func(t *testing.T) { t.Parallel(); poolFailoverTwoPools(t, open(t)) })
 	t.Run("FailoverAttemptsBounded", func(t *testing.T) { t.Parallel(); poolFailoverAttemptsBounded(t, open(t)) })
 	t.Run("Window", func(t *testing.T) { t.Parallel(); poolWindow(t, open(t)) })
 	t.Run("PoolOfAnotherCompany", func(t *testing.T) { t.Parallel(); poolOfAnotherCompany(t, open(t)) })
@@ -1229,20 +1231,20 @@ func poolFailover(t *testing.T, s PoolSendsStore) {
 	at := T0.Add(2 * time.Minute)
 	in := store.FailoverInput{CompanyID: a.ID, DeviceID: da.ID, Reason: store.FailoverOffline, Pools: map[uint64]bool{p.ID: true}, Limit: 2,
 		Down: map[uint64]bool{db.ID: true}}
-	if moved, err := s.Failover(in, nil, at); err != nil || len(moved) != 0 {
-		t.Fatalf("with the only other member down: %d moved (%v), want none", len(moved), err)
+	if moved, next, err := s.Failover(in, nil, at); err != nil || len(moved) != 0 || next == 0 {
+		t.Fatalf("with the only other member down: %d moved (%v), next batch from %d, want none moved and a place to go on from", len(moved), err, next)
 	}
 	in.Down = nil
-	if moved, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: da.ID, Reason: store.FailoverOffline, Pools: map[uint64]bool{p.ID + 1000: true}, Limit: 10}, nil, at); err != nil || len(moved) != 0 {
+	if moved, _, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: da.ID, Reason: store.FailoverOffline, Pools: map[uint64]bool{p.ID + 1000: true}, Limit: 10}, nil, at); err != nil || len(moved) != 0 {
 		t.Fatalf("for another pool: %d moved (%v), want none", len(moved), err)
 	}
-	moved, err := s.Failover(in, nil, at)
-	if err != nil || len(moved) != 2 {
-		t.Fatalf("failover with a limit of 2: %d moved (%v)", len(moved), err)
+	moved, next, err := s.Failover(in, nil, at)
+	if err != nil || len(moved) != 2 || next == 0 {
+		t.Fatalf("failover with a limit of 2: %d moved (%v), next batch from %d", len(moved), err, next)
 	}
-	more, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: da.ID, Reason: store.FailoverOffline, Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, at)
-	if err != nil || len(more) != len(onA)-2 {
-		t.Fatalf("the rest: %d moved (%v), want %d", len(more), err, len(onA)-2)
+	more, next, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: da.ID, Reason: store.FailoverOffline, Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, at)
+	if err != nil || len(more) != len(onA)-2 || next != 0 {
+		t.Fatalf("the rest: %d moved (%v), want %d; next batch from %d, want 0 (no more)", len(more), err, len(onA)-2, next)
 	}
 	for _, m := range append(moved, more...) {
 		if m.Device != "fo-b" || m.DeviceID != db.ID || m.SIMSlot != "SIM1" || m.Status != store.MsgQueued || m.PoolID != p.ID ||
@@ -1258,8 +1260,122 @@ func poolFailover(t *testing.T, s PoolSendsStore) {
 	if m, err := s.MessageByUUID(a.ID, direct.UUID); err != nil || m.Device != "fo-a" || len(m.Attempts) != 0 {
 		t.Fatalf("a send that named fo-a: %+v (%v), want it kept there", m, err)
 	}
-	if moved, err := s.Failover(in, nil, at); err != nil || len(moved) != 0 {
+	if moved, _, err := s.Failover(in, nil, at); err != nil || len(moved) != 0 {
 		t.Fatalf("a second sweep: %d moved (%v), want none", len(moved), err)
+	}
+}
+
+// poolFailoverBatches: a device's jobs move batch after batch, each batch
+// going on from the place the one before it returned, in queue order, each
+// job once: the new SIM's recipients cap counts across the batches (a
+// recipient it took in an earlier batch, or earlier in the batch, is no
+// new one), the jobs it cannot take stay behind on their device and are
+// passed, and the last batch says there are no more.
+func poolFailoverBatches(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	da := Device(t, s, a.ID, "fbt-a")
+	db := Device(t, s, a.ID, "fbt-b")
+	p := putPool(t, s, a.ID, store.PoolInput{Name: "fbt", Strategy: store.PoolRoundRobin, FailoverAfter: time.Minute, Members: members("fbt-a", "SIM1")})
+	x := poolSender{t, s, a.ID}
+	phones := []string{"+15559003000", "+15559003000", "+15559003001", "+15559003002", "+15559003001", "+15559003003", "+15559003004"}
+	var queued []store.Message
+	for _, ph := range phones {
+		m, err := x.pool("fbt", ph, T0)
+		if err != nil || m.DeviceID != da.ID {
+			t.Fatalf("send to %s: %+v (%v), want it on fbt-a", ph, m, err)
+		}
+		queued = append(queued, m)
+	}
+	if _, err := s.PutPool(a.ID, p.ID, T0, func(store.Pool) (store.PoolInput, error) {
+		return store.PoolInput{Name: "fbt", Strategy: store.PoolRoundRobin, FailoverAfter: time.Minute, Members: members("fbt-a", "SIM1", "fbt-b", "SIM1")}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetSIMCaps(a.ID, "fbt-b", map[string]store.SIMCaps{"SIM1": {RecipientsPerDay: 3}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	at := T0.Add(2 * time.Minute)
+	var moved []store.Message
+	var after uint64
+	batches := 0
+	for ; batches < 10; batches++ {
+		ms, next, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: da.ID, After: after, Reason: store.FailoverOffline,
+			Pools: map[uint64]bool{p.ID: true}, Limit: 2}, nil, at)
+		if err != nil {
+			t.Fatalf("batch %d: %v", batches+1, err)
+		}
+		moved = append(moved, ms...)
+		if next == 0 {
+			break
+		}
+		if next <= after {
+			t.Fatalf("batch %d went on from %d, the one before from %d", batches+1, next, after)
+		}
+		after = next
+	}
+	if batches+1 != 4 {
+		t.Fatalf("%d batches of 2 for 7 jobs, want 4", batches+1)
+	}
+	// The first five: the cap of 3 takes 000, 001 and 002, and 000 and 001
+	// again; 003 and 004 would be its fourth and fifth.
+	if len(moved) != 5 {
+		t.Fatalf("%d jobs moved, want 5", len(moved))
+	}
+	for i, m := range moved {
+		if m.UUID != queued[i].UUID || m.DeviceID != db.ID || len(m.Attempts) != 1 {
+			t.Fatalf("moved %d: %s on %d with %d attempts, want %s (queue order) on fbt-b with one", i, m.UUID, m.DeviceID, len(m.Attempts), queued[i].UUID)
+		}
+		if i > 0 && m.QueueSeq <= moved[i-1].QueueSeq {
+			t.Fatalf("moved %d took place %d, behind the one before it (%d): want queue order kept", i, m.QueueSeq, moved[i-1].QueueSeq)
+		}
+	}
+	for i, q := range queued {
+		m, err := s.MessageByUUID(a.ID, q.UUID)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case i < 5 && (m.DeviceID != db.ID || m.QueueSeq != moved[i].QueueSeq || len(m.Attempts) != 1):
+			t.Fatalf("stored %d: %+v, want it on fbt-b at %d, moved once", i, m, moved[i].QueueSeq)
+		case i >= 5 && (m.DeviceID != da.ID || m.QueueSeq != q.QueueSeq || len(m.Attempts) != 0):
+			t.Fatalf("stored %d: %+v, want it left on fbt-a at %d", i, m, q.QueueSeq)
+		}
+	}
+	if us, err := s.SIMUsages(a.ID, "fbt-b", at); err != nil || us[0].Recipients != 3 || us[0].Day != 5 {
+		t.Fatalf("fbt-b's SIM1: %+v (%v), want 3 recipients and 5 sends", us, err)
+	}
+}
+
+// poolFailoverTwoPools: one failover of a device's jobs of two pools that
+// share the member they move to counts each job once against that SIM's
+// caps, as sends through the two pools would.
+func poolFailoverTwoPools(t *testing.T, s PoolSendsStore) {
+	a, _ := Company(t, s)
+	da := Device(t, s, a.ID, "f2p-a")
+	Device(t, s, a.ID, "f2p-b")
+	x := poolSender{t, s, a.ID}
+	pools := map[uint64]bool{}
+	for _, name := range []string{"f2p-1", "f2p-2"} {
+		p := putPool(t, s, a.ID, store.PoolInput{Name: name, Strategy: store.PoolRoundRobin, FailoverAfter: time.Minute, Members: members("f2p-a", "SIM1")})
+		pools[p.ID] = true
+		for i := range 2 {
+			x.via(name, fmt.Sprintf("+15559004%s%d", name[4:], i), T0)
+		}
+		if _, err := s.PutPool(a.ID, p.ID, T0, func(store.Pool) (store.PoolInput, error) {
+			return store.PoolInput{Name: name, Strategy: store.PoolRoundRobin, FailoverAfter: time.Minute, Members: members("f2p-a", "SIM1", "f2p-b", "SIM1")}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.SetSIMCaps(a.ID, "f2p-b", map[string]store.SIMCaps{"SIM1": {PerDay: 100, RecipientsPerDay: 100}}, T0); err != nil {
+		t.Fatal(err)
+	}
+	at := T0.Add(2 * time.Minute)
+	moved, _, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: da.ID, Reason: store.FailoverOffline, Pools: pools, Limit: 10}, nil, at)
+	if err != nil || len(moved) != 4 {
+		t.Fatalf("failover of two pools' jobs: %d moved (%v), want 4", len(moved), err)
+	}
+	if us, err := s.SIMUsages(a.ID, "f2p-b", at); err != nil || us[0].Day != 4 || us[0].Month != 4 || us[0].Recipients != 4 {
+		t.Fatalf("f2p-b's SIM1 after 4 jobs moved to it: %+v (%v), want 4 sends today and this month, to 4 recipients", us, err)
 	}
 }
 
@@ -1278,7 +1394,7 @@ func poolFailoverAttemptsBounded(t *testing.T, s PoolSendsStore) {
 	const moves = store.MaxAttempts + 5
 	for i := range moves {
 		at := T0.Add(time.Duration(i+1) * time.Minute)
-		moved, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: devs[m.Device].ID, Reason: store.FailoverOffline, Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, at)
+		moved, _, err := s.Failover(store.FailoverInput{CompanyID: a.ID, DeviceID: devs[m.Device].ID, Reason: store.FailoverOffline, Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, at)
 		if err != nil || len(moved) != 1 || moved[0].UUID != m.UUID || moved[0].Device == m.Device {
 			t.Fatalf("move %d off %s: %+v (%v), want the job moved to the other member", i+1, m.Device, moved, err)
 		}

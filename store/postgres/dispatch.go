@@ -304,7 +304,7 @@ func (s *Store) QueueDepth(companyID, deviceID uint64) (int, error) {
 }
 
 // MessageSequence is the last queue place handed out, on any device (see
-// takePlace): a failover run takes it at its start, since jobs at or below
+// takePlaces): a failover run takes it at its start, since jobs at or below
 // it may have been handed to a phone by an earlier run, and every job
 // placed after it is placed above it. It may count places of transactions
 // that did not commit, which only makes it safer.

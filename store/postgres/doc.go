@@ -112,7 +112,7 @@
 // (TestReportBatchesInterleaved, conformance's SendBudget/Race).
 //
 // The device queue. A queued message's queue_place is drawn from one
-// sequence (queue_places) under the device row's lock (takePlace), so one
+// sequence (queue_places) under the device row's lock (takePlaces), so one
 // device's places rise in the order their transactions commit: a link that
 // read its queue up to a place never passes a job committed after its read,
 // which ids (a sequence, handed out before commit) would not promise. As
@@ -124,7 +124,7 @@
 // The key columns of an outbound message, as every write that moves one
 // sets them from its record (sends.go: sendColumns, updateSend):
 //   - status is the record's;
-//   - queue_place is its place (the record's QueueSeq, from takePlace)
+//   - queue_place is its place (the record's QueueSeq, from takePlaces)
 //     while it waits in its device's queue: queued and not held; NULL
 //     otherwise (scheduled, held, sending and on). So on this backend a
 //     queued message's QueueSeq is always set and QueuePlace is the place,
@@ -156,7 +156,7 @@
 // send reads its recipients' opt-outs with those facts, locks its plan row
 // alone (lockPlanUsage), takes its ids in one statement and writes its
 // rows in one (insertOutbound), and the places of all its queued messages
-// in one more (takePlaces), its devices locked already as takePlace needs:
+// in one more (takePlaces), its devices locked already as takePlaces needs:
 // a request costs the same whatever its size (TestBulkStatements).
 //
 // Idempotency keys: a send claims its key's row (idempotency) first, with

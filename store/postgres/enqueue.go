@@ -98,7 +98,7 @@ func (s *Store) readSend(t *txn, m store.Message, k answerKey, now time.Time) (*
 
 // queueNewSend queues the insert of a new message m (its id taken from the
 // table's sequence in the statement, and, when it waits in its device's
-// queue, its place as takePlace takes it: the device is locked already),
+// queue, its place as takePlaces takes it: the device is locked already),
 // setting m's ID and QueueSeq once the batch has run.
 func queueNewSend(b *pgx.Batch, m *store.Message) error {
 	m.ID = 0
@@ -130,7 +130,7 @@ func queueNewSend(b *pgx.Batch, m *store.Message) error {
 			return err
 		}
 		if queued && place == nil {
-			return store.ErrDeviceGone // as takePlace says it
+			return store.ErrDeviceGone // as takePlaces says it
 		}
 		m.ID = uint64(msgID)
 		if place != nil {

@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -13,20 +16,22 @@ import (
 // Failover moves the jobs in names to another member of their pool, chosen
 // as the pool chooses for a send (the device's members and the down
 // devices passed over, caps counted), recording the member they leave in
-// their attempts, and returns them as they now are. A job no other member
-// can take stays where it is. The jobs are those of the device's queue
+// their attempts, and returns them as they now are, with the place the
+// next batch goes on from (store.FailoverInput). A job no other member can
+// take stays where it is. The jobs are those of the device's queue
 // (queued, not held, priority 0, as the embedded store's) placed above
 // in.After, locked as they are read (the caller holds the device's links
 // meanwhile, so none is handed out); each job takes the next place in its
 // new device's queue under that device's lock, so no link's cursor passes
 // it. in.After is a place in the device's queue (messages.queue_place,
-// drawn from one sequence under the device's lock; see takePlace), as a
+// drawn from one sequence under the device's lock; see takePlaces), as a
 // link's cursor and MessageSequence are: a number of the messages' id
 // sequence means nothing to it.
-func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) ([]store.Message, error) {
+func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now time.Time) ([]store.Message, uint64, error) {
 	var moved []store.Message
+	var next uint64
 	err := s.write(fmt.Sprintf("failover of device %d", in.DeviceID), func(t *txn) error {
-		moved = nil
+		moved, next = nil, 0
 		pools := make([]int64, 0, len(in.Pools))
 		for p, ok := range in.Pools {
 			if ok {
@@ -41,21 +46,39 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 		// places of a device's jobs need not rise with their ids (a
 		// released or moved job takes its place late). The conditions are
 		// checked again on a row another transaction changed meanwhile.
+		//
+		// The ids are read first, in one pass of the device's queue, as an
+		// array: as the subquery of "id IN (...)" the planner, which took
+		// both for one row, ran it again for every job of the device, and
+		// the read grew with the square of the queue (5,000 queued jobs,
+		// 2.5 million rows compared, 1.6 s of a sweep's 2.2).
 		const job = `company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4
 			AND priority = 0 AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)`
-		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE `+job+` AND id IN (
-				SELECT id FROM messages WHERE `+job+` ORDER BY queue_place LIMIT $7)
+		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE id = ANY(ARRAY(
+				SELECT id FROM messages WHERE `+job+` ORDER BY queue_place LIMIT $7)) AND `+job+`
 			ORDER BY id FOR UPDATE`,
 			id(in.CompanyID), id(in.DeviceID), store.MsgQueued, id(in.After), pools, in.Slot, in.Limit)
 		if err != nil {
 			return err
 		}
 		slices.SortFunc(jobs, func(a, b store.Message) int { return cmp.Compare(a.QueueSeq, b.QueueSeq) })
+		if len(jobs) == in.Limit {
+			next = jobs[len(jobs)-1].QueueSeq
+		}
 		tally := newSIMTally(t, now)
+		// Whether each target SIM with a recipients cap sent to the jobs'
+		// recipients today: one statement for the batch (readKnown), as
+		// for a bulk send, not one a job.
+		phones := make([]string, len(jobs))
+		for i, m := range jobs {
+			phones[i] = m.Phone
+		}
+		tally.expect(phones)
 		pickers, err := failoverPickers(t, in, jobs, check, tally)
 		if err != nil {
 			return err
 		}
+		var to []store.Device
 		for _, m := range jobs {
 			pp := pickers[m.PoolID]
 			if pp == nil {
@@ -71,22 +94,26 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 			if err != nil {
 				return err
 			}
-			if err := moveJob(t, from, &m, d, in.Reason, now); err != nil {
-				return err
-			}
-			moved = append(moved, m)
+			leave(from, &m, in.Reason, now)
+			moved, to = append(moved, m), append(to, d)
 		}
-		for _, pp := range pickers {
-			if err := pp.commit(); err != nil {
-				return err
-			}
+		if err := moveJobs(t, moved, to); err != nil {
+			return err
 		}
-		return nil
+		// The SIMs' counts once for all the pools' picks (their pickers
+		// share the tally; each pool's commit added them again), then
+		// each pool's turn and sticky entries, in pool id order.
+		b := &pgx.Batch{}
+		tally.queueFlush(b)
+		for _, pid := range slices.Sorted(maps.Keys(pickers)) {
+			pickers[pid].queuePicks(b)
+		}
+		return t.sendBatch(b)
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return moved, nil
+	return moved, next, nil
 }
 
 // failoverPickers opens a picker for each pool of the jobs that still
@@ -127,24 +154,56 @@ func failoverPickers(t *txn, in store.FailoverInput, jobs []store.Message, check
 	return pickers, lockMembers(t, open...)
 }
 
-// moveJob moves the queued job from (as stored) to m's new device d, at
-// the end of d's queue, with the member it left in its attempts (the
-// newest store.MaxAttempts kept).
-func moveJob(t *txn, from store.Message, m *store.Message, d store.Device, reason string, now time.Time) error {
-	place, err := takePlace(t, d.ID)
-	if err != nil {
-		return err
-	}
-	m.DeviceID, m.QueueSeq, m.UpdatedAt = d.ID, place, now.UTC()
+// leave records on m, the queued job from (as stored) that moves to the
+// member its picker set on it, the member it leaves, with why (the newest
+// store.MaxAttempts kept).
+func leave(from store.Message, m *store.Message, reason string, now time.Time) {
+	m.UpdatedAt = now.UTC()
 	m.Attempts = append(m.Attempts, store.Attempt{Device: from.Device, SIMSlot: from.SIMSlot, Reason: reason, MovedAt: now.UTC()})
 	if n := len(m.Attempts); n > store.MaxAttempts {
 		m.Attempts = slices.Delete(m.Attempts, 0, n-store.MaxAttempts)
 	}
-	raw, err := rec(m)
+}
+
+// moveJobs moves the jobs ms (as leave left them) to their new devices to
+// (to[i] is ms[i]'s), each at the end of its device's queue, in the order
+// of ms: two statements for all of them, one for their places
+// (takePlaces, under the devices' locks, which the pickers hold) and one
+// that writes their rows. One job a time, it was two round trips a job
+// while the failover held every member of the pool.
+func moveJobs(t *txn, ms []store.Message, to []store.Device) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	devs := make([]int64, len(ms))
+	for i := range ms {
+		devs[i] = id(to[i].ID)
+	}
+	places, err := takePlaces(t, devs)
 	if err != nil {
 		return err
 	}
-	_, err = t.exec("UPDATE messages SET device_id = $2, queue_place = $3, updated_at = $4, rec = $5 WHERE id = $1",
-		id(m.ID), id(d.ID), id(place), m.UpdatedAt, raw)
-	return err
+	ids, recs := make([]int64, len(ms)), make([]string, len(ms))
+	for i := range ms {
+		ms[i].DeviceID, ms[i].QueueSeq = to[i].ID, places[i]
+		raw, err := rec(ms[i])
+		if err != nil {
+			return err
+		}
+		ids[i], recs[i] = id(ms[i].ID), string(raw)
+	}
+	placed := make([]int64, len(places))
+	for i, p := range places {
+		placed[i] = id(p)
+	}
+	tag, err := t.exec(`UPDATE messages m SET device_id = u.device_id, queue_place = u.place, updated_at = $4, rec = u.rec
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $5::jsonb[]) AS u (id, device_id, place, rec) WHERE m.id = u.id`,
+		ids, devs, placed, ms[0].UpdatedAt, recs)
+	if err != nil {
+		return err
+	}
+	if n := tag.RowsAffected(); n != int64(len(ms)) {
+		return fmt.Errorf("store: %d of %d moved jobs written", n, len(ms))
+	}
+	return nil
 }

@@ -164,7 +164,7 @@ func TestFailoverTakesPoolTurnsFirst(t *testing.T) {
 	raceBehindLock(t, s, lockDevice, devs["fo-b"].ID,
 		func() { sent, sendErr = send(s, "two", notB) },
 		func() {
-			moved, moveErr = other.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: devs["fo-x"].ID, Reason: store.FailoverOffline,
+			moved, _, moveErr = other.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: devs["fo-x"].ID, Reason: store.FailoverOffline,
 				Pools: map[uint64]bool{pools["one"]: true, pools["two"]: true}, Limit: 10}, notB, conformance.T0)
 		})
 	if sendErr != nil || sent.Device != "fo-a" && sent.Device != "fo-x" {
@@ -244,7 +244,7 @@ func TestFailoverLocksJobsInIDOrder(t *testing.T) {
 	var moveErr, delErr error
 	raceBehindLock(t, s, "SELECT 1 FROM messages WHERE id = $1 FOR UPDATE", jobs[1].ID,
 		func() {
-			moved, moveErr = s.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: x.ID, Reason: store.FailoverOffline,
+			moved, _, moveErr = s.Failover(store.FailoverInput{CompanyID: c.ID, DeviceID: x.ID, Reason: store.FailoverOffline,
 				Pools: map[uint64]bool{p.ID: true}, Limit: 10}, nil, now)
 		},
 		func() { _, delErr = other.DeleteDevice(c.ID, "jobs-x", now) })

@@ -4,7 +4,6 @@ package postgres
 // request's messages in one statement.
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/simrelay/simrelay/store"
@@ -35,13 +34,19 @@ func queueAllIn(t *txn, ms []store.Message) error {
 	return nil
 }
 
-// takePlaces is takePlace for many jobs (devs[i] the device of job i) in
-// one statement, their devices locked already (route, r.next): it draws
-// one place per job from queue_places, hands them out rising in input
-// order, so the jobs of one device queue in the order they came, and moves
-// each device's next_place to its last. As with takePlace, every place is
-// drawn while each device's row lock is held, and the lock is held until
-// the commit, so a device's places still rise in commit order. The UPDATE
+// takePlaces gives jobs the next places in their devices' queues (devs[i]
+// the device of job i), under the device rows' locks (held until the
+// transaction ends): the places of one device rise in commit order, so a
+// link that read up to a place never misses a job that commits after its
+// read. See messages.queue_place. Places come from one sequence
+// (queue_places), drawn once the locks are held, so none is shared and
+// MessageSequence is above every place handed out, on every device.
+//
+// One statement for all the jobs, their devices locked already (route,
+// r.next, a failover's pickers): it draws one place per job from
+// queue_places, hands them out rising in input order, so the jobs of one
+// device queue in the order they came, and moves each device's next_place
+// to its last. The UPDATE
 // takes no lock the transaction does not hold (the devices were locked
 // FOR UPDATE), so it adds nothing to the lock order. A device gone is
 // store.ErrDeviceGone.
@@ -76,26 +81,10 @@ func takePlaces(t *txn, devs []int64) ([]uint64, error) {
 		return nil, fmt.Errorf("take %d queue places: %w", len(devs), err)
 	}
 	if !live {
-		return nil, store.ErrDeviceGone // as takePlace says it
+		return nil, store.ErrDeviceGone
 	}
 	if len(places) != len(devs) {
 		return nil, fmt.Errorf("store: %d queue places taken for %d jobs", len(places), len(devs))
 	}
 	return places, nil
-}
-
-// takePlace gives a job the next place in its device's queue, under the
-// device row's lock (held until the transaction ends): the places of one
-// device rise in commit order, so a link that read up to a place never
-// misses a job that commits after its read. See messages.queue_place.
-// Places come from one sequence (queue_places), drawn once the lock is
-// held, so none is shared and MessageSequence is above every place handed
-// out, on every device.
-func takePlace(t *txn, deviceID uint64) (uint64, error) {
-	var n int64
-	err := t.row("UPDATE devices SET next_place = nextval('queue_places') WHERE id = $1 AND deleted_at IS NULL RETURNING next_place", id(deviceID)).Scan(&n)
-	if errors.Is(mapErr(err), store.ErrNotFound) {
-		return 0, store.ErrDeviceGone
-	}
-	return uint64(n), err
 }

@@ -621,17 +621,18 @@ func (pp *poolPicker) readTalks(phones []string) error {
 	return rows.Err()
 }
 
-// commit writes the SIMs' counts, the turn and the sticky entries of the
-// transaction's picks.
-func (pp *poolPicker) commit() error {
-	b := &pgx.Batch{}
-	pp.queueCommit(b)
-	return pp.t.sendBatch(b)
-}
-
-// queueCommit queues commit's writes.
+// queueCommit queues the writes of the transaction's picks: the SIMs'
+// counts, the turn and the sticky entries.
 func (pp *poolPicker) queueCommit(b *pgx.Batch) {
 	pp.tally.queueFlush(b)
+	pp.queuePicks(b)
+}
+
+// queuePicks queues the writes of the picker's own picks, the turn and
+// the sticky entries, without the SIMs' counts: pickers that share a
+// tally (a failover's, one a pool) flush it once, since each flush adds
+// its counts again.
+func (pp *poolPicker) queuePicks(b *pgx.Batch) {
 	if len(pp.stamps) > 0 {
 		members, stamps := make([]int64, 0, len(pp.stamps)), make([]int64, 0, len(pp.stamps))
 		for m, st := range pp.stamps {

@@ -87,3 +87,45 @@ func TestBulkRecipientsCapStatements(t *testing.T) {
 		}
 	}
 }
+
+// TestSendAtRecipientsCapStatements: a single send to a recipient its SIM
+// sent to today, from a SIM at its recipients cap, asks whether the SIM
+// sent to the recipient once, as a send from a SIM below its cap does: the
+// cap's check (allows) and the count (take) both asked it, a statement
+// each.
+func TestSendAtRecipientsCapStatements(t *testing.T) {
+	t.Parallel()
+	s, stmts := openCounted(t, Options{CompanyDailyStorage: store.DefaultCompanyDailyStorage})
+	s.SetPlans(benchPlans{})
+	c, _ := conformance.Company(t, s)
+	const to = "+15550600001"
+	caps := map[string]int64{"rone-at": 1, "rone-below": 100}
+	for fp, n := range caps {
+		conformance.Device(t, s, c.ID, fp)
+		if _, err := s.SetSIMCaps(c.ID, fp, map[string]store.SIMCaps{"SIM1": {RecipientsPerDay: n}}, conformance.T0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := 0
+	send := func(fp string) int64 {
+		t.Helper()
+		k++
+		m := store.Message{UUID: fmt.Sprintf("rone-%d", k), CompanyID: c.ID, Device: fp, SIMSlot: "SIM1", Channel: "sms", Phone: to, Text: "hello"}
+		n0 := stmts.n.Load()
+		if _, _, err := s.Enqueue(&m, store.IdempotencyKey{}, func() time.Time { return conformance.T0 }, nil, nil); err != nil {
+			t.Fatalf("send %d from %s: %v", k, fp, err)
+		}
+		return stmts.n.Load() - n0
+	}
+	for fp := range caps {
+		send(fp) // the recipient is the SIM's first of the day
+	}
+	below, at := send("rone-below"), send("rone-at")
+	t.Logf("a send to a known recipient: %d statements from a SIM below its recipients cap, %d from one at it", below, at)
+	if at != below {
+		t.Errorf("a send to a known recipient took %d statements from a SIM at its recipients cap, %d from one below it: want the same", at, below)
+	}
+	if us, err := s.SIMUsages(c.ID, "rone-at", conformance.T0); err != nil || us[0].Recipients != 1 || us[0].Day != 2 {
+		t.Errorf("rone-at's SIM1: %+v (%v), want 1 recipient and 2 sends", us, err)
+	}
+}

@@ -69,6 +69,10 @@ type simCount struct {
 	// stored, once aheadRead (readKnown).
 	sentTo    map[string]bool
 	aheadRead bool
+	// asked is what known read of the SIM one recipient at a time: a send
+	// at the cap asks allows, then take, of its one recipient, and the
+	// second answer is the first.
+	asked map[string]bool
 }
 
 func newSIMTally(t *txn, now time.Time) *simTally {
@@ -238,7 +242,8 @@ func (st *simTally) allows(dev uint64, slot, phone string) (*store.SIMCappedErro
 }
 
 // known says whether the SIM sent to phone today already. A recipient of
-// a bulk send (expect) is looked up with the others (readKnown).
+// a bulk send (expect) is looked up with the others (readKnown); another
+// is one statement, once per transaction (asked).
 func (st *simTally) known(dev uint64, slot string, c *simCount, phone string) (bool, error) {
 	if c.newRecips[phone] {
 		return true, nil
@@ -251,10 +256,20 @@ func (st *simTally) known(dev uint64, slot string, c *simCount, phone string) (b
 			return c.sentTo[phone], nil
 		}
 	}
+	if ok, asked := c.asked[phone]; asked {
+		return ok, nil
+	}
 	var ok bool
 	err := st.t.row("SELECT EXISTS (SELECT 1 FROM sim_recipients WHERE device_id = $1 AND sim_slot = $2 AND day = $3 AND phone = $4)",
 		id(dev), slot, dayStamp(st.now), phone).Scan(&ok)
-	return ok, err
+	if err != nil {
+		return false, err
+	}
+	if c.asked == nil {
+		c.asked = map[string]bool{}
+	}
+	c.asked[phone] = ok
+	return ok, nil
 }
 
 // take counts one send to phone from the SIM (allows said yes).
