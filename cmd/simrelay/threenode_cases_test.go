@@ -339,19 +339,26 @@ func testKillPhoneNode(t *testing.T, c *cluster3) {
 	onC := c.phone.linkTo(t, c.nodes["c"])
 	defer onC.stop()
 	var answered sync.Map
+	// tries counts the sends tried after the kill: the senders go on
+	// before it until C has a webhook attempt under way, which takes the
+	// phone's reports of the first sends, so the sends before it are
+	// bounded by the waits for it (and each sender's count), not by this.
 	var before, after, tries atomic.Int64
 	killed, stop := make(chan struct{}), make(chan struct{})
 	hc := &http.Client{Transport: testhttp.Transport, Timeout: 10 * time.Second}
 	var wg sync.WaitGroup
 	for w := range 6 {
 		wg.Go(func() {
-			for i := 0; tries.Add(1) <= 3000; i++ {
+			for i := 0; i < 20000; i++ {
 				names := "abc"
 				select {
 				case <-stop:
 					return
 				case <-killed:
 					names = "ab"
+					if tries.Add(1) > 3000 {
+						return
+					}
 				default:
 				}
 				s := c.nodes[string(names[(w+i)%len(names)])]
