@@ -41,7 +41,13 @@ func TestBrowserWhatsAppSendReachesDeliveredAndPauseRefuses(t *testing.T) {
 	// keeping what was typed.
 	do(t, ctx, "pause", chromedp.Click(chromedp.CSS(`#pause button[type=submit]`)))
 	waitText(t, ctx, "#banner", "paused")
-	waitText(t, ctx, "#number-state [data-state]", "paused")
+	// The paused page's own script posts the form and says the refusal:
+	// typed and sent before it ran (its file fetched anew with each page,
+	// slow under load), the form went as a plain post, answered with the
+	// error page instead of the banner, and keys typed as it moved focus
+	// to the banner were lost. Deferred, it has run once the page is
+	// complete.
+	waitFor(t, ctx, "the paused page and its script", `document.querySelector("#number-state [data-state]").textContent === "paused" && document.readyState === "complete"`)
 	do(t, ctx, "send while paused", chromedp.SendKeys(field("to"), "+15550100999"), chromedp.SendKeys(field("content"), "Are you there?"),
 		chromedp.Click(chromedp.CSS(`#agent-send button[type=submit]`)))
 	waitText(t, ctx, "#banner", "is paused; set its status to active")

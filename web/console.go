@@ -56,6 +56,11 @@ const (
 	// DefaultPairingPoll is how often an open pairing panel asks whether a
 	// phone registered with its code (GET /console/devices/state).
 	DefaultPairingPoll = 1500 * time.Millisecond
+	// DefaultPairingLink is how long at most the pairing panel, once a
+	// phone registered with its code, waits for the phone's link before it
+	// turns into the device: a phone links right after it registers, and
+	// the device drawn before it did showed "offline" until a reload.
+	DefaultPairingLink = 10 * time.Second
 	// DefaultLiveLost is how long a live view's stream stays broken (the
 	// network down, the server stopped) before the page says the server
 	// could not be reached: twice the stream's own retry (DefaultStreamRetry),
@@ -64,16 +69,20 @@ const (
 )
 
 // PageTimers are the console script's timers, which the pages pass it in
-// the body's data-pairing-poll and data-live-lost (milliseconds); zero
-// fields take the defaults.
+// the body's data-pairing-poll, data-pairing-link and data-live-lost
+// (milliseconds); zero fields take the defaults.
 type PageTimers struct {
 	PairingPoll time.Duration // DefaultPairingPoll
+	PairingLink time.Duration // DefaultPairingLink
 	LiveLost    time.Duration // DefaultLiveLost
 }
 
 func (p *PageTimers) defaults() {
 	if p.PairingPoll <= 0 {
 		p.PairingPoll = DefaultPairingPoll
+	}
+	if p.PairingLink <= 0 {
+		p.PairingLink = DefaultPairingLink
 	}
 	if p.LiveLost <= 0 {
 		p.LiveLost = DefaultLiveLost

@@ -167,7 +167,7 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 }
 
 // devicesState is the list as JSON: the pairing panel polls it to turn into
-// the new device as soon as the phone registers.
+// the new device once the phone registered and linked (online).
 func (c *Console) devicesState(w http.ResponseWriter, r *http.Request, q *req) error {
 	rows, err := c.deviceRows(r, q.p().CompanyID)
 	if err != nil {

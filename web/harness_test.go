@@ -315,6 +315,13 @@ func (b *browser) signIn(email, password string) {
 // reported sent then delivered when autoReport is set.
 func (e *env) pairPhone(code, fingerprint string, autoReport bool) *client.Phone {
 	e.t.Helper()
+	return e.linkPhone(e.registerPhone(code, fingerprint), autoReport)
+}
+
+// registerPhone registers a virtual phone with a code, as pairPhone does,
+// without linking it: linkPhone does.
+func (e *env) registerPhone(code, fingerprint string) client.Registration {
+	e.t.Helper()
 	reg, err := client.Register(context.Background(), testhttp.Client, e.url, client.RegisterInput{
 		PairingCode: code, DeviceFingerprint: fingerprint, DeviceName: "Phone " + fingerprint,
 		SIMs:       []proto.SIM{{Slot: "SIM1", Carrier: "Acme Mobile", PhoneNumber: "+15550109001"}, {Slot: "SIM2"}},
@@ -323,6 +330,12 @@ func (e *env) pairPhone(code, fingerprint string, autoReport bool) *client.Phone
 	if err != nil {
 		e.t.Fatalf("register %s: %v", fingerprint, err)
 	}
+	return reg
+}
+
+// linkPhone runs a phone registerPhone registered, with its hello.
+func (e *env) linkPhone(reg client.Registration, autoReport bool) *client.Phone {
+	e.t.Helper()
 	return e.runPhone(reg, proto.Hello{AppVersion: "1.2.3", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}, {Slot: "SIM2"}}}, autoReport)
 }
 

@@ -24,7 +24,8 @@ import (
 // cluster3 is the running cluster of one test.
 type cluster3 struct {
 	apiKey string
-	nodes  map[string]*server // "a", "b", "c"
+	db     string             // the nodes' database
+	nodes  map[string]*server // "a", "b", "c"; named "na", "nb", "nc"
 	phone  *vphone
 }
 
@@ -70,7 +71,7 @@ func startCluster3(t *testing.T) *cluster3 {
 	bin := buildBinary(t)
 	db := pgtest.URL(t)
 	bus := natstest.Start(t)
-	c := &cluster3{nodes: map[string]*server{}}
+	c := &cluster3{db: db, nodes: map[string]*server{}}
 	c.apiKey = createCompany(t, bin, testStore{dir: t.TempDir(), databaseURL: db})
 	for _, n := range []string{"a", "b", "c"} {
 		// Each node has its own data dir (held by it alone) and one database.

@@ -9,6 +9,7 @@
   // milliseconds; a page without it takes the default.
   var ms = function (name, def) { var v = parseInt(body.getAttribute(name), 10); return v > 0 ? v : def; };
   var pairingPoll = ms("data-pairing-poll", 1500); // how often a pairing panel asks
+  var pairingLink = ms("data-pairing-link", 10000); // how long it waits for a registered phone's link
   var liveLost = ms("data-live-lost", 6000); // a broken stream's wait before it says so
   var banner = document.getElementById("banner");
 
@@ -284,6 +285,18 @@
       wait.appendChild(p); wait.appendChild(f);
       say("err", text);
     };
+    // linking says whether the panel still waits for the link of d, a
+    // phone that registered with its code and is not online yet: for
+    // pairingLink from when the panel first saw it registered, saying so.
+    var registeredAt = 0;
+    var linking = function (d) {
+      if (!registeredAt) {
+        registeredAt = Date.now();
+        var status = document.getElementById("pairing-status");
+        if (status) { status.textContent = ""; put(status, [isolated(d.name), " registered; waiting for it to connect…"]); }
+      }
+      return Date.now() - registeredAt < pairingLink;
+    };
     var poll = function () {
       fetch("/console/devices/state?pairing=" + encodeURIComponent(pairing.getAttribute("data-code") || ""),
         {credentials: "same-origin", headers: {"Accept": "application/json"}})
@@ -302,6 +315,10 @@
           if (!b) { return; }
           var fresh = b.devices.filter(function (d) { return known.indexOf(d.fingerprint) < 0; });
           if (fresh.length) {
+            // A phone links right after it registers: the panel waits for
+            // the link (at most pairingLink), so that the device it turns
+            // into shows the phone online, not "offline" until a reload.
+            if (!fresh[0].online && linking(fresh[0])) { setTimeout(poll, pairingPoll); return; }
             location.assign("/console/devices?ok=" + encodeURIComponent(fresh[0].paired) + "&sig=" + encodeURIComponent(fresh[0].paired_sig) + "#device-" + fresh[0].fingerprint);
             return;
           }
