@@ -55,6 +55,9 @@ type Config struct {
 	// BulkWait is the longest a bulk send waits for one of its company's
 	// places (BulksPerCompany); DefaultBulkWait when zero.
 	BulkWait time.Duration
+	// MCPWait is the longest an MCP request waits for one of its company's
+	// places (MCPPerCompany); DefaultMCPWait when zero.
+	MCPWait time.Duration
 	// AnswerWriteTimeout bounds how long a request's answer may wait for
 	// its client to take it, from the request's start
 	// (DefaultAnswerWriteTimeout when zero): see Server.serve.
@@ -186,6 +189,8 @@ type Server struct {
 	bulks *bulkSlots
 	// mcpHandler is the MCP transport and server of POST /mcp.
 	mcpHandler http.Handler
+	// mcpCalls counts the POST /mcp under way (bulk_slots.go).
+	mcpCalls *bulkSlots
 	// answers keeps analytics answers while the store is not written.
 	answers answerCache
 	// readiness is what /readyz last found, for its log (readiness.go).
@@ -211,11 +216,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg.AnswerWriteTimeout = DefaultAnswerWriteTimeout
 	}
 	s := &Server{
-		cfg:     cfg,
-		deps:    deps,
-		backups: make(chan struct{}, cfg.Backup.AtOnce),
-		exports: map[uint64]int{},
-		bulks:   newBulkSlots(cfg.BulkWait),
+		cfg:      cfg,
+		deps:     deps,
+		backups:  make(chan struct{}, cfg.Backup.AtOnce),
+		exports:  map[uint64]int{},
+		bulks:    newBulkSlots(cfg.BulkWait),
+		mcpCalls: newMCPSlots(cfg.MCPWait),
 	}
 	doc, err := servedOpenAPI(cfg.PublicURL)
 	if err != nil {
