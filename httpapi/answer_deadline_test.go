@@ -72,3 +72,21 @@ func TestAnswerToAClientThatStopsReadingEnds(t *testing.T) {
 		break
 	}
 }
+
+// TestSlowUploadAnsweredPastTheAnswerDeadline: an agent's upload may take
+// far longer than the answer's deadline to arrive (a minute for each 256
+// KiB: an hour over 16 MiB on a slow link), so its answer's time starts
+// once the file is stored, not at the request's start: an upload that
+// arrived after the deadline was stored and its 201 never written, and
+// the agent uploaded the file again.
+func TestSlowUploadAnsweredPastTheAnswerDeadline(t *testing.T) {
+	t.Parallel()
+	const deadline = time.Second
+	e := newEnv(t, roomy, func(c *httpapi.Config) { c.AnswerWriteTimeout = deadline })
+	a := e.newCompany("Acme", "owner@acme.test")
+	reg := e.pairPhone(a.apiKey, "acme-agent")
+	start := time.Now()
+	u := startSlowUpload(t, e, reg.DeviceToken, "slow/0")
+	e.eventually("the upload's request is older than the answer's deadline", func() bool { return time.Since(start) > 2*deadline })
+	u.finish(t)
+}
