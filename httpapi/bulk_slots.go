@@ -29,17 +29,48 @@ const (
 	DefaultBulkWait = 20 * time.Second
 )
 
-// bulkSlots counts the bulk sends under way, by company.
+// Bounds of the MCP requests under way. A tool's answer is the route's
+// JSON twice over (structuredContent and a text block), marshalled by the
+// SDK into the result and again into the response: a read_conversation of
+// 100 messages of 10,000 four-byte characters answers 8 MB and peaks near
+// 45 MB of heap while it is built, and one API key may send --rate-general
+// requests at once, each on its own connection: 32 of one company at once
+// peaked at 1.6 GB (TestMeasureReadMemory), 100 would take about 5 GB. An
+// MCP request takes one of its company's places once its body is read and
+// checked, and holds it until its answer is written (at most the answer's
+// write deadline, for a client that stops reading); one that finds none
+// waits for one, holding only its connection and its body, for at most
+// DefaultMCPWait, then answers 429.
+const (
+	// MCPPerCompany is how many MCP requests of one company run at once.
+	MCPPerCompany = 4
+	// DefaultMCPWait is the longest an MCP request waits for a place.
+	DefaultMCPWait = 20 * time.Second
+)
+
+func newMCPSlots(wait time.Duration) *bulkSlots {
+	if wait <= 0 {
+		wait = DefaultMCPWait
+	}
+	return &bulkSlots{most: MCPPerCompany, wait: wait, companies: map[uint64]*companyBulks{},
+		busy: fmt.Sprintf("Your company's MCP requests under way are as many as may run at once (%d); send the next once one is answered.", MCPPerCompany)}
+}
+
+// bulkSlots counts the requests of a kind under way (bulk sends, MCP
+// requests), by company: at most most of a company's at once.
 type bulkSlots struct {
+	most int
 	wait time.Duration
+	// busy is the refusal's message, after a wait of wait.
+	busy string
 
 	mu        sync.Mutex
 	companies map[uint64]*companyBulks
 }
 
-// companyBulks is one company's bulk sends under way (n); freed is closed,
+// companyBulks is one company's requests under way (n); freed is closed,
 // and replaced, each time one of them gives its place back, to wake that
-// company's bulk sends waiting for one, and no other company's.
+// company's requests waiting for one, and no other company's.
 type companyBulks struct {
 	n     int
 	freed chan struct{}
@@ -49,13 +80,14 @@ func newBulkSlots(wait time.Duration) *bulkSlots {
 	if wait <= 0 {
 		wait = DefaultBulkWait
 	}
-	return &bulkSlots{wait: wait, companies: map[uint64]*companyBulks{}}
+	return &bulkSlots{most: BulksPerCompany, wait: wait, companies: map[uint64]*companyBulks{},
+		busy: fmt.Sprintf("Your company's bulk sends under way are as many as may run at once (%d); send the next once one is answered.", BulksPerCompany)}
 }
 
-// take waits for a place for a bulk send of the company, at most b.wait
+// take waits for a place for a request of the company, at most b.wait
 // and as long as ctx lasts, and returns the function that gives it back.
 func (b *bulkSlots) take(ctx context.Context, companyID uint64) (release func(), err error) {
-	var timeout <-chan time.Time // started once the bulk send has to wait
+	var timeout <-chan time.Time // started once the request has to wait
 	for {
 		b.mu.Lock()
 		c := b.companies[companyID]
@@ -63,7 +95,7 @@ func (b *bulkSlots) take(ctx context.Context, companyID uint64) (release func(),
 			c = &companyBulks{freed: make(chan struct{})}
 			b.companies[companyID] = c
 		}
-		if c.n < BulksPerCompany {
+		if c.n < b.most {
 			c.n++
 			b.mu.Unlock()
 			return func() { b.release(companyID) }, nil
@@ -81,12 +113,11 @@ func (b *bulkSlots) take(ctx context.Context, companyID uint64) (release func(),
 		case <-timeout:
 		case <-ctx.Done(): // the client went away: the answer is for nobody
 		}
-		return nil, &problem.Error{Code: problem.RateLimited, RetryAfter: 5,
-			Message: fmt.Sprintf("Your company's bulk sends under way are as many as may run at once (%d); send the next once one is answered.", BulksPerCompany)}
+		return nil, &problem.Error{Code: problem.RateLimited, RetryAfter: 5, Message: b.busy}
 	}
 }
 
-// release gives a place back and wakes the company's bulk sends waiting
+// release gives a place back and wakes the company's requests waiting
 // for one.
 func (b *bulkSlots) release(companyID uint64) {
 	b.mu.Lock()

@@ -195,6 +195,16 @@ func (s *Server) mcp(c echo.Context) error {
 	if err := checkRPCID(msg["id"]); err != nil {
 		return err
 	}
+	// The request runs in one of its company's places (MCPPerCompany),
+	// taken once its body is read and checked, held until its answer is
+	// written: an answer costs the server several times its size while it
+	// is built, and one credential may send as many at once as its rate
+	// limit lets it.
+	release, err := s.mcpCalls.take(r.Context(), principal(c).CompanyID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	r.Body = io.NopCloser(bytes.NewReader(data))
 	ctx := context.WithValue(r.Context(), mcpCallerKey{}, principal(c))
 	w := &transportWriter{w: c.Response()}

@@ -15,7 +15,8 @@ import (
 // TestMeasureReadMemory prints what the routes and MCP tools that answer
 // message texts cost the server when every text is 10,000 four-byte
 // characters: the answer's size and the heap's peak over the idle heap,
-// one request and 4 at once. Run it by hand:
+// one request, 4 at once and 32 at once (MCP requests beyond the company's
+// MCPPerCompany wait for a place). Run it by hand:
 //
 //	SIMRELAY_MEASURE=1 go test ./httpapi -run TestMeasureReadMemory -v
 func TestMeasureReadMemory(t *testing.T) {
@@ -58,7 +59,7 @@ func TestMeasureReadMemory(t *testing.T) {
 		{"GET /automation/inbound-sms", func() *http.Request { return get("/automation/inbound-sms") }},
 		{"MCP latest_inbound", func() *http.Request { return tool("latest_inbound", `{}`) }},
 	} {
-		for _, n := range []int{1, 4} {
+		for _, n := range []int{1, 4, 32} {
 			size, peak := measurePeak(t, n, func(int) (int64, error) {
 				req := c.req()
 				req.Header.Set("Authorization", "Bearer "+a.apiKey)

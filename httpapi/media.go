@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -17,6 +18,11 @@ import (
 // it received, with its device token, before the inbound frame naming it.
 func (s *Server) uploadMedia(c echo.Context) error {
 	err := s.storeUpload(c)
+	// Its body may take far longer than the answer's deadline to arrive (a
+	// minute for each 256 KiB): the answer's time starts once it is stored
+	// or refused, not at the request's start (serve), or a slow link's
+	// file was stored and its answer never written.
+	_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(s.cfg.AnswerWriteTimeout))
 	if err != nil {
 		// A refused upload's body is unread, or read in part. net/http
 		// would read up to 256 KiB more of a chunked one before it answered,

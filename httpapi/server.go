@@ -28,6 +28,13 @@ import (
 	"github.com/simrelay/simrelay/webhook"
 )
 
+// DefaultAnswerWriteTimeout is how long a request's answer may wait for its
+// client to take it, from the request's start: the largest answers (an MCP
+// conversation list, about 8 MB) need an average of 47 KB/s, a slow mobile
+// link's; a client that stops reading is cut then, and its request with its
+// answer goes.
+const DefaultAnswerWriteTimeout = 3 * time.Minute
+
 // Config tunes the API.
 type Config struct {
 	// GeneralRate limits each identity (API key, user, or client IP) across all counted routes.
@@ -48,6 +55,13 @@ type Config struct {
 	// BulkWait is the longest a bulk send waits for one of its company's
 	// places (BulksPerCompany); DefaultBulkWait when zero.
 	BulkWait time.Duration
+	// MCPWait is the longest an MCP request waits for one of its company's
+	// places (MCPPerCompany); DefaultMCPWait when zero.
+	MCPWait time.Duration
+	// AnswerWriteTimeout bounds how long a request's answer may wait for
+	// its client to take it, from the request's start
+	// (DefaultAnswerWriteTimeout when zero): see Server.serve.
+	AnswerWriteTimeout time.Duration
 	// MaxAddresses bounds the client addresses each rate limit tracks
 	// (pacing.DefaultMaxKeys when zero); see Server.general.
 	MaxAddresses int
@@ -175,6 +189,8 @@ type Server struct {
 	bulks *bulkSlots
 	// mcpHandler is the MCP transport and server of POST /mcp.
 	mcpHandler http.Handler
+	// mcpCalls counts the POST /mcp under way (bulk_slots.go).
+	mcpCalls *bulkSlots
 	// answers keeps analytics answers while the store is not written.
 	answers answerCache
 	// readiness is what /readyz last found, for its log (readiness.go).
@@ -196,12 +212,16 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "devel"
 	}
+	if cfg.AnswerWriteTimeout <= 0 {
+		cfg.AnswerWriteTimeout = DefaultAnswerWriteTimeout
+	}
 	s := &Server{
-		cfg:     cfg,
-		deps:    deps,
-		backups: make(chan struct{}, cfg.Backup.AtOnce),
-		exports: map[uint64]int{},
-		bulks:   newBulkSlots(cfg.BulkWait),
+		cfg:      cfg,
+		deps:     deps,
+		backups:  make(chan struct{}, cfg.Backup.AtOnce),
+		exports:  map[uint64]int{},
+		bulks:    newBulkSlots(cfg.BulkWait),
+		mcpCalls: newMCPSlots(cfg.MCPWait),
 	}
 	doc, err := servedOpenAPI(cfg.PublicURL)
 	if err != nil {
@@ -257,6 +277,19 @@ func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 // the pre-routing middleware, the routing, the middleware and the route's
 // handler, and Echo's error handler for an error none of them rendered.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	// The answer must be taken within AnswerWriteTimeout of the request's
+	// start: net/http sets no write deadline of its own (the server runs
+	// without WriteTimeout, which would cut exports and live streams), so
+	// the write of an answer to a client that stopped reading waited for
+	// ever, holding its goroutine, its connection and the answer (an MCP
+	// answer is up to 8 MB). The routes that stream (exports, backups,
+	// files, the console's live updates) set their own deadline before
+	// each write; net/http clears it once the answer is flushed, and when
+	// a phone link hijacks the connection. A type assertion, not an
+	// http.ResponseController: no garbage on every request.
+	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		_ = d.SetWriteDeadline(time.Now().Add(s.cfg.AnswerWriteTimeout))
+	}
 	c := s.e.AcquireContext()
 	c.Reset(r, w)
 	if err := s.chain(c); err != nil {

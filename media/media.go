@@ -484,6 +484,20 @@ func (s *Service) Get(companyID uint64, id string) (store.Media, error) {
 // files are downloaded at most DownloadsPerCompany at once: another GET is
 // refused (429 rate_limited, Retry-After) before anything is written.
 func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) error {
+	return s.serve(w, r, m, cacheControl)
+}
+
+// ServeBehindSession is Serve for a page that a session guards (the
+// console's files): the browser may keep the file, but asks again before
+// each use (no-cache), its ETag sparing the body while the session stands.
+// Once it has ended (signed out, idle) the answer is the sign-in page, not
+// the copy the browser kept: max-age=300 let the next person at a shared
+// computer open the files of the last one for five minutes after sign-out.
+func (s *Service) ServeBehindSession(w http.ResponseWriter, r *http.Request, m store.Media) error {
+	return s.serve(w, r, m, sessionCacheControl)
+}
+
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, m store.Media, cacheControl string) error {
 	h := w.Header()
 	etag := `"` + m.ID + `"`
 	off, n, status := int64(0), m.Size, http.StatusOK
@@ -546,6 +560,10 @@ func (s *Service) Serve(w http.ResponseWriter, r *http.Request, m store.Media) e
 // cacheControl is the Cache-Control of a file served, and of its 304: a
 // company's file, kept by the client's own cache for five minutes.
 const cacheControl = "private, max-age=300"
+
+// sessionCacheControl is ServeBehindSession's: kept, but asked for again
+// (with its ETag) before each use.
+const sessionCacheControl = "private, no-cache"
 
 // noneMatchFails reports whether If-None-Match (its header lines, each a
 // list of entity tags, or *) names etag: weakly compared, as RFC 9110

@@ -55,7 +55,9 @@ func (c *Console) mediaRoutes(mux *http.ServeMux) {
 }
 
 // mediaFile sends a file as the API does (media.Serve): inline only for
-// images a browser shows, nosniff, and a sandbox so that nothing in it runs.
+// images a browser shows, nosniff, and a sandbox so that nothing in it runs;
+// the browser asks again before it shows a copy it kept, so a file is
+// never shown without a session (media.ServeBehindSession).
 func (c *Console) mediaFile(w http.ResponseWriter, r *http.Request, q *req) error {
 	m, err := c.deps.Media.Get(q.p().CompanyID, r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) {
@@ -64,7 +66,7 @@ func (c *Console) mediaFile(w http.ResponseWriter, r *http.Request, q *req) erro
 	if err != nil {
 		return err
 	}
-	if err := c.deps.Media.Serve(w, r, m); err != nil {
+	if err := c.deps.Media.ServeBehindSession(w, r, m); err != nil {
 		if refused, ok := err.(*problem.Error); ok {
 			return refused // a range past the end (416) or the company's downloads all under way (429), before anything was written
 		}

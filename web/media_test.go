@@ -101,6 +101,40 @@ func TestNumberPageShowsReceivedMedia(t *testing.T) {
 		t.Fatalf("a range of the document: got %d %q %v", got.status, got.body, got.header)
 	}
 
+	// A file is shown only to a signed-in browser, its cached copy too: the
+	// browser may keep it (a 304 spares the body) but asks again before each
+	// use, so once the session has ended the answer is the sign-in page, not
+	// the file from the cache. (max-age=300 showed it for five minutes after
+	// sign-out, on the computer of the next person at it.)
+	if cc := got.header.Get("Cache-Control"); cc != "private, no-cache" { // the image's
+		t.Errorf("a file's Cache-Control: got %q, want private, no-cache", cc)
+	}
+	etag := got.header.Get("ETag")
+	revalidate := func(b *browser) page {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, e.url+"/console/media/"+img, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("If-None-Match", etag)
+		res, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return read(t, res)
+	}
+	if got := revalidate(ada); got.status != http.StatusNotModified || got.header.Get("Cache-Control") != "private, no-cache" {
+		t.Errorf("a cached file asked for again, signed in: got %d, Cache-Control %q; want 304 keeping private, no-cache", got.status, got.header.Get("Cache-Control"))
+	}
+	leaving := e.browser()
+	leaving.signIn("ada@acme.test", "Correct1horse")
+	if p := leaving.post("/console/signout", nil); p.status != http.StatusOK {
+		t.Fatalf("sign out: got %d %s", p.status, p.body)
+	}
+	if got := revalidate(leaving); got.status != http.StatusSeeOther || !strings.HasPrefix(got.location, "/console/signin?") {
+		t.Errorf("a cached file asked for again after sign-out: got %d to %q, want the redirect to sign in", got.status, got.location)
+	}
+
 	// Nobody but the company's members learns whether a file exists:
 	// another company's member gets the same 404 page for its files as for
 	// an id that names none, and a signed-out visitor is sent to sign in,
