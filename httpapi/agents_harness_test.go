@@ -79,15 +79,16 @@ func (a *agent) Jobs() ([]proto.Send, []time.Time) {
 	return append([]proto.Send(nil), a.jobs...), append([]time.Time(nil), a.at...)
 }
 
-// settle pumps the agent's link now and waits until every frame the pump
-// wrote has reached the agent.
+// settle pumps the agent's link now, on this goroutine (Repump: a Kick
+// returns before its pump), and waits until every frame the pump wrote
+// has reached the agent: the config written after it is the barrier.
 func (a *agent) settle() {
 	a.e.t.Helper()
 	a.mu.Lock()
 	want := a.configs + 1
 	a.mu.Unlock()
 	id := linkedID(a.e.hub, a.fp)
-	a.e.hub.Kick(a.fp, id)
+	a.e.hub.Repump(a.fp, id)
 	a.e.hub.Configure(a.fp, id, proto.Config{SelectedSIM: "SIM1"})
 	a.e.eventually("the barrier config arrives", func() bool {
 		a.mu.Lock()
