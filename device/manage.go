@@ -1,6 +1,7 @@
 package device
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -124,6 +125,10 @@ func (s *Service) Update(ctx context.Context, companyID uint64, fingerprint stri
 // ValidSelectedSIM reports whether v is a selected_sim value.
 func ValidSelectedSIM(v string) bool { return proto.IsSelectedSIM(v) }
 
+// ErrTokenRevoked is Hello's answer for a link whose token is no longer
+// its device's: the device was paired again since the link's upgrade.
+var ErrTokenRevoked = errors.New("device: the link's token was revoked")
+
 // Hello records what a phone announced on connecting, as CheckHello
 // found it good (h): its chosen SIM (the phone's user chose it, so it wins
 // like any latest write), its SIMs, app version and health (none sent: the
@@ -131,10 +136,24 @@ func ValidSelectedSIM(v string) bool { return proto.IsSelectedSIM(v) }
 // offline (or never) is reported online. The zero CheckedHello records
 // that the device was seen and nothing more. dev is the device the link
 // authenticated as; a registration deleted since then is
-// store.ErrNotFound, even when its fingerprint is paired again.
+// store.ErrNotFound, even when its fingerprint is paired again, and so is
+// one of a company marked closing since (store UpdateDeviceWith).
+//
+// The token and the status the link's upgrade checked are checked again
+// in the write's transaction, on the device as it reads there: a token
+// revoked since (the device paired again) is ErrTokenRevoked and a device
+// disabled since store.ErrDeviceDisabled, and either writes nothing and
+// raises no event (PROTOCOL.md section 16.1: a refused hello stores
+// nothing of the device).
 func (s *Service) Hello(_ context.Context, dev store.Device, h CheckedHello) (store.Device, error) {
 	now := s.now()
 	return s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+		switch {
+		case !bytes.Equal(d.TokenHash, dev.TokenHash):
+			return nil, ErrTokenRevoked
+		case d.Status == store.DeviceDisabled:
+			return nil, store.ErrDeviceDisabled
+		}
 		if h.selectedSIM != "" {
 			d.SelectedSIM = h.selectedSIM
 		}

@@ -95,6 +95,13 @@ type conn struct {
 	kicked   bool // a kick came that no pump has taken yet; guarded by kmu
 	released bool // one of those kicks was a release; guarded by kmu
 	kicking  bool // the pump goroutine runs; guarded by kmu
+	// nextPace is the pace (sms_per_minute) the link's second look or a
+	// settings change (Hub.Pace, Hub.Refresh) gave it and no pump has
+	// taken yet, -1 when none: they do not wait for pumpMu, which a
+	// failover's hold keeps (HoldDevice), and the next pump takes it
+	// before it sends (takePace). Written under cfgMu, in the order the
+	// store was read (settled): the last written is the newest.
+	nextPace atomic.Int64
 
 	pumpMu    sync.Mutex          // serialises pumps, which read the store
 	inflight  map[string]struct{} // sends written to this link, not yet acked (nil when none); guarded by pumpMu
@@ -174,6 +181,7 @@ func (c *conn) exit(k task) {
 func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token string) *conn {
 	// writing starts true: the writer is held until open sends the welcome.
 	c := &conn{hub: h, ws: ws, sock: sock, fp: dev.Fingerprint, dev: dev, token: token, writing: true}
+	c.nextPace.Store(-1)
 	if l, ok := sock.(*linkIO); ok {
 		l.onPong = c.ponged // the reader takes pongs between frames (awaitFrame)
 	}
@@ -222,14 +230,16 @@ func (c *conn) run() {
 	// more look closes the gap. Only a link that passes it replaces the old
 	// one: a stale link must not knock the phone's real link off.
 	//
-	// The look reads the device, whose pace the link takes now, in turn
-	// with the settings changes that find it registered (settled): a
-	// change's pace set while the look went on, read after it, is not
-	// undone by the look's older read.
+	// The look reads the device, whose pace the link's next pump takes
+	// (nextPace), in turn with the settings changes that find it
+	// registered (settled): a change's pace set while the look went on,
+	// read after it, is not undone by the look's older read. The look
+	// does not wait for a failover's hold of the device (HoldDevice keeps
+	// pumpMu), nor then does a change waiting for its turn.
 	c.cfgMu.Lock()
 	fresh, refused := c.stillAllowed()
 	if refused == nil {
-		c.setPace(fresh.SMSPerMinute)
+		c.nextPace.Store(int64(fresh.SMSPerMinute))
 	}
 	c.cfgMu.Unlock()
 	if refused != nil {

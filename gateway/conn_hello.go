@@ -11,6 +11,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -67,9 +68,23 @@ func (c *conn) hello() bool {
 		c.refuseHello(err, "check hello numbers")
 		return false
 	}
+	// The write checks, in its transaction, the token and the status the
+	// upgrade checked, and the company: one changed since (the device
+	// paired again, disabled, deleted, its company closing) refuses the
+	// link as the second look would, having stored nothing of the hello
+	// and raised no device.online (PROTOCOL.md sections 7.1 and 16.1).
+	// The link is not registered yet: it displaced no older link, and the
+	// change's own close reaches that one.
 	dev, err := h.devices.Hello(context.Background(), c.dev, checked)
-	if errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		c.closeWith(proto.CloseDeviceGone, "device deleted")
+		return false
+	case errors.Is(err, device.ErrTokenRevoked):
+		c.closeWith(proto.CloseBadToken, "token revoked")
+		return false
+	case errors.Is(err, store.ErrDeviceDisabled):
+		c.closeWith(proto.CloseDeviceGone, "device disabled")
 		return false
 	}
 	if err != nil {

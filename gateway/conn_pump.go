@@ -19,6 +19,7 @@ func (c *conn) pump() {
 
 // pumpHeld is pump with pumpMu held.
 func (c *conn) pumpHeld() {
+	c.takePace()
 	c.owed = false // this pump fills whatever is free
 	c.pumpSMS()
 	c.pumpAgents()

@@ -125,10 +125,13 @@ func (h *Hub) Configure(fingerprint string, deviceID uint64, cfg proto.Config) {
 }
 
 // Pace gives the device's link, if any, its sends a minute (0: no pacing)
-// as a read of the store finds them now, at once: as Configure, so that
-// the link keeps the pace of the change the store kept, whichever order
-// two changes' calls came in; perMinute stands in when the store does not
-// answer.
+// as a read of the store finds them now: as Configure, so that the link
+// keeps the pace of the change the store kept, whichever order two
+// changes' calls came in; perMinute stands in when the store does not
+// answer. The link's own pump goroutine takes the pace and pumps
+// (paceLater, as a kick): the caller, a request that changed the device's
+// settings, waits neither for a pump under way nor for a failover's hold
+// of the device (HoldDevice), only for the read.
 func (h *Hub) Pace(fingerprint string, deviceID uint64, perMinute int) {
 	c := h.lookupOf(fingerprint, deviceID)
 	if c == nil {
@@ -136,11 +139,10 @@ func (h *Hub) Pace(fingerprint string, deviceID uint64, perMinute int) {
 	}
 	c.settled(func(d store.Device, err error) {
 		if err != nil {
-			c.setPace(perMinute)
+			c.paceLater(perMinute)
 		} else {
-			c.setPace(d.SMSPerMinute)
+			c.paceLater(d.SMSPerMinute)
 		}
-		c.pump()
 	})
 }
 
@@ -195,7 +197,9 @@ func configOf(d store.Device) proto.Config {
 // deleted: the disconnect, or the cluster's sweep, closes it), nor does
 // one of another device than deviceID (not 0), nor one of a device
 // disabled (its disconnect closes it). It answers false when the store did
-// not answer: the caller applies the control as told.
+// not answer: the caller applies the control as told. As Pace, it leaves
+// the pace and the pump to the link's pump goroutine: the node's controls,
+// run one after another, do not wait for a failover's hold of a device.
 func (h *Hub) Refresh(fingerprint string, deviceID uint64) bool {
 	c := h.live(fingerprint)
 	if c == nil || deviceID != 0 && c.dev.ID != deviceID {
@@ -208,8 +212,7 @@ func (h *Hub) Refresh(fingerprint string, deviceID uint64) bool {
 			return
 		}
 		c.send(configOf(d))
-		c.setPace(d.SMSPerMinute)
-		c.pump()
+		c.paceLater(d.SMSPerMinute)
 	})
 	return answered
 }

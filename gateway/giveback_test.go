@@ -211,24 +211,53 @@ func TestRevokedAfterANewLinksLookClosesTheOldOneAsRevoked(t *testing.T) {
 	bothClosed(t, r, second, first, proto.CloseBadToken)
 }
 
-// A stale link (on a token revoked before it said hello) displaces the
-// device's live link, on the current token, and its re-check reads that
-// token as the device's. The device registers again before the refusal
-// gives the place back: the re-registration's close (4501) finds the stale
-// link, which held the place. The live link's token is revoked now too: it
-// must not get its place back open. It did: the refusal compared it with
-// the token read at the look, and the phone stayed online on a revoked
-// token.
+// A stale link (on a token revoked after its hello was stored, before it
+// was registered) displaces the device's live link, on the current token,
+// and its re-check reads that token as the device's. The device registers
+// again before the refusal gives the place back: the re-registration's
+// close (4501) finds the stale link, which held the place. The live link's
+// token is revoked now too: it must not get its place back open. It did:
+// the refusal compared it with the token read at the look, and the phone
+// stayed online on a revoked token.
 func TestRevokedAgainWhileARefusedLinkGivesBackClosesTheOldOne(t *testing.T) {
 	t.Parallel()
-	r, h, release := heldRig(t, afterDevice)
-	stale, _, err := r.dial(r.pair("pixel-1"), nil) // upgraded before its token is revoked
+	var armed atomic.Bool
+	written, resume := make(chan struct{}), make(chan struct{})
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			close(resume)
+		}
+	})
+	r, h, release := heldRigOver(t, afterDevice, func(d *device.Service) Devices {
+		return helloStored{d, func(store.Device) {
+			if armed.CompareAndSwap(true, false) {
+				close(written)
+				<-resume
+			}
+		}}
+	})
+	stale, _, err := r.dial(r.pair("pixel-1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stale.CloseNow() })
-	live := r.connect(r.pair("pixel-1"))
-	h.helloHeld(t, stale)
+	armed.Store(true)
+	h.hold.Store(true)
+	writeFrame(t, stale, proto.Hello{Protocol: 1, AppVersion: "test"})
+	select {
+	case <-written: // stored on its token, still the device's
+	case <-time.After(poll.Timeout):
+		t.Fatal("the stale link's hello was not stored")
+	}
+	live := r.connect(r.pair("pixel-1")) // the stale link's token is revoked
+	resumed = true
+	close(resume)
+	select {
+	case <-h.called: // the stale link displaced the live one; its look read the device
+	case <-time.After(poll.Timeout):
+		t.Fatal("the stale link's re-check did not get to its hold")
+	}
 	r.pair("pixel-1") // registered again: the live link's token is revoked
 	<-r.hub.Disconnect("pixel-1", r.id("pixel-1"), proto.CloseBadToken, "token revoked")
 	release()

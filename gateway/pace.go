@@ -106,6 +106,11 @@ func (h *Hub) forgetPaces(now time.Time) {
 func (c *conn) setPace(perMinute int) {
 	c.pumpMu.Lock()
 	defer c.pumpMu.Unlock()
+	c.setPaceHeld(perMinute)
+}
+
+// setPaceHeld is setPace with pumpMu held.
+func (c *conn) setPaceHeld(perMinute int) {
 	switch {
 	case c.paceEnded:
 		return
@@ -126,6 +131,25 @@ func (c *conn) setPace(perMinute int) {
 	if c.paceTimer != nil {
 		c.paceTimer.Stop()
 		c.paceTimer = nil
+	}
+}
+
+// paceLater gives the link the pace perMinute for its pump to take
+// (nextPace) and kicks it, without waiting for pumpMu: the caller (a
+// settings change's request, a cluster's control) does not wait for a
+// pump under way or a failover's hold of the device. cfgMu held
+// (settled), so that the last pace given is the newest read.
+func (c *conn) paceLater(perMinute int) {
+	c.nextPace.Store(int64(perMinute))
+	c.kick(false)
+}
+
+// takePace sets the pace the link was last given (nextPace), if no pump
+// took it yet; pumpMu held, before the pump sends. A pace given while
+// this pump goes on is taken by the pump its kick starts.
+func (c *conn) takePace() {
+	if p := c.nextPace.Swap(-1); p >= 0 {
+		c.setPaceHeld(int(p))
 	}
 }
 

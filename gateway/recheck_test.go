@@ -28,18 +28,44 @@ func (l lookupHook) Get(ctx context.Context, companyID uint64, fingerprint strin
 	return l.Service.Get(ctx, companyID, fingerprint)
 }
 
-// staleHello opens a link on the device's token, registers the device
-// again (the token the link was upgraded with is revoked), and says hello:
-// the hub's second look finds the token dead and looks the device up.
+// staleRig is a rig on st whose device lookups run before first
+// (lookupHook), and whose device is registered again (the token its link
+// was upgraded with revoked) once a link's hello is stored (helloStored):
+// the hub's second look then finds the token dead and looks the device
+// up. Registered again before the hello, the link would be refused by the
+// hello's write, which checks the token too.
+func staleRig(t *testing.T, st store.Backend, before func(d *device.Service, companyID uint64, fingerprint string) error) *rig {
+	t.Helper()
+	return newRigHub(t, st, Config{}, time.Now, nil, hubSetup{devices: func(d *device.Service) Devices {
+		lookup := func(companyID uint64, fingerprint string) error { return before(d, companyID, fingerprint) }
+		return helloStored{lookupHook{d, lookup}, func(dev store.Device) { pairAgain(t, d, dev.CompanyID, dev.Fingerprint) }}
+	}})
+}
+
+// pairAgain registers the device again through the device service, as
+// rig.pair does, revoking its token; from a hub's goroutine, where a
+// failure is the test's error.
+func pairAgain(t testing.TB, d *device.Service, companyID uint64, fingerprint string) {
+	ctx := context.Background()
+	p, err := d.CreatePairing(ctx, companyID, 0)
+	if err == nil {
+		_, err = d.Register(ctx, device.RegisterInput{PairingCode: p.Code, DeviceFingerprint: fingerprint, SIMs: []store.SIM{{Slot: "SIM1"}}})
+	}
+	if err != nil {
+		t.Errorf("register %s again: %v", fingerprint, err)
+	}
+}
+
+// staleHello opens a link on the device's token and says hello, on a
+// staleRig: the device is registered again between the hello's write and
+// the link's second look.
 func staleHello(t *testing.T, r *rig, fingerprint string) int {
 	t.Helper()
-	old := r.pair(fingerprint)
-	ws, _, err := r.dial(old, nil)
+	ws, _, err := r.dial(r.pair(fingerprint), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ws.CloseNow()
-	r.pair(fingerprint) // registered again: old is revoked
 	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}}})
 	return int(closeCode(t, ws))
 }
@@ -54,9 +80,7 @@ func TestDeviceLookupWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 	relay := pgtest.Relay(t, pgtest.URL(t))
 	st := openStore(t, relay.URL)
 	// The hub looks a device up only there.
-	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{devices: func(d *device.Service) Devices {
-		return lookupHook{d, func(uint64, string) error { relay.Cut(); return nil }}
-	}})
+	r := staleRig(t, st, func(*device.Service, uint64, string) error { relay.Cut(); return nil })
 	if code := staleHello(t, r, "db-lookup-1"); code != proto.CloseTryAgainLater {
 		t.Fatalf("a link whose device lookup found the database gone closed with %d, want 1013\n%s", code, r.logs.String())
 	}
@@ -70,9 +94,7 @@ func TestDeviceLookupWhileTheDatabaseIsGoneCloses1013(t *testing.T) {
 func TestDeviceLookupFailureCloses1011(t *testing.T) {
 	t.Parallel()
 	broken := errors.New("the lookup broke")
-	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{devices: func(d *device.Service) Devices {
-		return lookupHook{d, func(uint64, string) error { return broken }}
-	}})
+	r := staleRig(t, storetest.OpenWith(t, storetest.Options{}), func(*device.Service, uint64, string) error { return broken })
 	if code := staleHello(t, r, "lookup-broken-1"); code != proto.CloseInternalError {
 		t.Fatalf("a link whose device lookup failed closed with %d, want 1011\n%s", code, r.logs.String())
 	}
@@ -85,12 +107,10 @@ func TestDeviceLookupFailureCloses1011(t *testing.T) {
 // lookup is gone: 4503.
 func TestDeviceDeletedBeforeLookupCloses4503(t *testing.T) {
 	t.Parallel()
-	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{devices: func(d *device.Service) Devices {
-		return lookupHook{d, func(companyID uint64, fingerprint string) error {
-			_, err := d.Delete(context.Background(), companyID, fingerprint)
-			return err
-		}}
-	}})
+	r := staleRig(t, storetest.OpenWith(t, storetest.Options{}), func(d *device.Service, companyID uint64, fingerprint string) error {
+		_, err := d.Delete(context.Background(), companyID, fingerprint)
+		return err
+	})
 	if code := staleHello(t, r, "deleted-1"); code != proto.CloseDeviceGone {
 		t.Fatalf("a link whose device was deleted before its lookup closed with %d, want 4503\n%s", code, r.logs.String())
 	}

@@ -123,6 +123,23 @@ func (h *lookHeld) Get(ctx context.Context, companyID uint64, fingerprint string
 	return d, err
 }
 
+// helloStored is the device service whose Hello, once it stored a hello,
+// runs after with the device as stored: a change made there (the device
+// paired again, disabled, deleted) comes after the hello's write, which
+// checks the token and the status, and before the link's second look.
+type helloStored struct {
+	Devices
+	after func(dev store.Device)
+}
+
+func (h helloStored) Hello(ctx context.Context, dev store.Device, checked device.CheckedHello) (store.Device, error) {
+	d, err := h.Devices.Hello(ctx, dev, checked)
+	if err == nil {
+		h.after(d)
+	}
+	return d, err
+}
+
 // helloHeld sends the link's hello with the re-check's hold set, and
 // returns once the re-check is held.
 func (h *lookHeld) helloHeld(t *testing.T, ws *websocket.Conn) {
@@ -140,9 +157,16 @@ func (h *lookHeld) helloHeld(t *testing.T, ws *websocket.Conn) {
 // release lets a held one go on (and runs at the test's end if not called).
 func heldRig(t *testing.T, at holdAt) (r *rig, h *lookHeld, release func()) {
 	t.Helper()
+	return heldRigOver(t, at, func(d *device.Service) Devices { return d })
+}
+
+// heldRigOver is heldRig whose lookHeld holds the device service as over
+// gives it.
+func heldRigOver(t *testing.T, at holdAt, over func(*device.Service) Devices) (r *rig, h *lookHeld, release func()) {
+	t.Helper()
 	h = &lookHeld{at: at, called: make(chan struct{}), gate: make(chan struct{})}
 	r = newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{
-		devices: func(d *device.Service) Devices { h.Devices = d; return h }})
+		devices: func(d *device.Service) Devices { h.Devices = over(d); return h }})
 	var once sync.Once
 	release = func() { once.Do(func() { close(h.gate) }) }
 	t.Cleanup(release)

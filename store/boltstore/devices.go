@@ -280,9 +280,16 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) er
 // It is the write of a link's hello: a record without NoNumbers is given
 // it when the registration holds no WhatsApp number or iMessage handle
 // (one seek in agent_number_held, in the same transaction); one with it
-// reads nothing more.
+// reads nothing more. A device of a company closing (MarkCompanyClosing)
+// is ErrNotFound, as DeviceByTokenHash finds it: a link whose token passed
+// its upgrade before the mark stores no hello after it (nor a health
+// report or a presence; DELETE /company closes the link as the device's
+// deletion would).
 func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *Device) ([]DeviceEvent, error)) (Device, error) {
 	return s.updateDeviceTx(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
+		if err := companyOpen(tx, companyID); err != nil {
+			return Device{}, err
+		}
 		d, err := liveDeviceByID(tx, companyID, deviceID)
 		if err == nil && !d.NoNumbers {
 			d.NoNumbers = !holdsNumbers(tx, companyID, deviceID)

@@ -416,6 +416,18 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	if err := s.AppendCompanyMail(&closingMail, store.MailLimits{MaxPending: 10, MaxBytes: 1 << 20}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a mail of a closing company: %v, want ErrNotFound", err)
 	}
+	// Nor does a device of it take a link's hello (or a health report, a
+	// presence): a phone whose token passed its upgrade before the mark
+	// stores nothing after it.
+	if d, err := s.UpdateDeviceWith(c.ID, live.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
+		d.AppVersion, d.LastSeenAt = "after closing", at
+		return nil, nil
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a hello's write of a closing company's device: %+v (%v), want ErrNotFound", d, err)
+	}
+	if d, err := s.Device(live.Fingerprint); err != nil || d.AppVersion == "after closing" || d.LastSeenAt.Equal(at) {
+		t.Errorf("a closing company's device after a hello's write: app version %q, last seen %v (%v), want them as before", d.AppVersion, d.LastSeenAt, err)
+	}
 	again, err := s.MarkCompanyClosing(c.ID, at.Add(time.Hour), func(store.Company, store.Subscription, bool) error {
 		t.Error("the vet ran for a company already closing")
 		return nil

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -120,9 +121,18 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Devi
 // (one statement more, on agent_numbers_held, after the device's row
 // lock: a hello that gives it a number takes that lock first,
 // AnnounceNumbers); one with it reads nothing more.
+//
+// A device of a company closing (MarkCompanyClosing) is ErrNotFound, as
+// DeviceByTokenHash finds it: a link whose token passed its upgrade before
+// the mark stores no hello after it (nor a health report or a presence;
+// DELETE /company closes the link as the device's deletion would). The
+// statement that locks the device's row reads the mark, its company's row
+// taken KEY SHARE after the device's (companyOpen's lock, as a foreign
+// key's check takes it): a mark committed while the write waited for
+// either row is seen, and a mark waits for a write that read none.
 func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.Device) ([]store.DeviceEvent, error)) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
-		d, err := liveDeviceByID(t, companyID, deviceID, true)
+		d, err := liveDeviceOfOpenCompany(t, companyID, deviceID)
 		if err != nil || d.NoNumbers {
 			return d, err
 		}
@@ -133,6 +143,30 @@ func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.De
 		d.NoNumbers = !holds
 		return d, nil
 	}, fn)
+}
+
+// liveDeviceOfOpenCompany is liveDeviceByID with the row lock, in the same
+// statement as its company's closing mark (UpdateDeviceWith): a device of
+// a company closing is store.ErrNotFound. The device's row is locked
+// first (the WITH query's own lock; a query that locks rows is never
+// folded into the statement around it), its company's KEY SHARE once the
+// join found it, in the order a registration and a deletion take them.
+func liveDeviceOfOpenCompany(t *txn, companyID, deviceID uint64) (store.Device, error) {
+	var d store.Device
+	var raw []byte
+	var closing bool
+	err := t.row(`WITH d AS (SELECT rec, company_id FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE)
+		SELECT d.rec, c.rec ? 'closing_at' FROM d JOIN companies c ON c.id = d.company_id FOR KEY SHARE OF c`,
+		id(companyID), id(deviceID)).Scan(&raw, &closing)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return d, store.ErrDeviceGone
+	case err != nil:
+		return d, mapErr(err)
+	case closing:
+		return d, fmt.Errorf("company %d is closing: %w", companyID, store.ErrNotFound)
+	}
+	return d, json.Unmarshal(raw, &d)
 }
 
 // updateDevice reads the device find locks, applies fn and stores the
