@@ -19,16 +19,20 @@ import (
 // device here never linked: its last seen stays empty.
 func TestRefusedHelloStoresNoLastSeen(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, Config{HelloTimeout: 200 * time.Millisecond, PingInterval: time.Hour})
 	for _, tc := range []struct {
 		name  string
 		hello func(*websocket.Conn) // nil: no hello in time
 		code  websocket.StatusCode
+		// wait is the hello timeout: the bad hello's is long enough for
+		// the second pairing before it (a store write: it took longer
+		// than 200 ms once under load, and the link ended 4001).
+		wait time.Duration
 	}{
-		{"bad hello", func(ws *websocket.Conn) { writeFrame(t, ws, proto.Hello{Protocol: 2}) }, proto.CloseUnsupportedVer},
-		{"no hello", nil, proto.CloseHelloTimeout},
+		{"bad hello", func(ws *websocket.Conn) { writeFrame(t, ws, proto.Hello{Protocol: 2}) }, proto.CloseUnsupportedVer, 10 * time.Second},
+		{"no hello", nil, proto.CloseHelloTimeout, 200 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, Config{HelloTimeout: tc.wait, PingInterval: time.Hour})
 			fp := "refused-" + tc.name[:2]
 			old := r.pair(fp)
 			ws, _, err := r.dial(old, nil) // upgraded: the token is live
