@@ -40,6 +40,7 @@ func (b *Broker) Deliver(company uint64, body []byte) error {
 	if bytes.ContainsAny(body, "\r\n") || !json.Valid(body) {
 		return fmt.Errorf("live event for company %d: not one line of JSON", company)
 	}
+	b.told(company)
 	b.publish(company, body)
 	return nil
 }

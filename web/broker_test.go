@@ -1,7 +1,9 @@
 package web
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -63,5 +65,62 @@ func TestBrokerRendersOnlyForOpenTabs(t *testing.T) {
 	b.MessageChanged(m)
 	if got := len(s.events); got != 1 {
 		t.Fatalf("events for the open tab: got %d, want 1", got)
+	}
+}
+
+// TestBrokerSaysWhatAStreamMissedSinceItsPage: a stream hands back the mark
+// its page took before reading what it shows (Mark), and learns whether its
+// company's messages changed since (missed), which no stream of the page's
+// carried. Nothing changed: nothing to catch up. A mark the broker cannot
+// vouch for (another node's, malformed, older than it remembers) catches up.
+func TestBrokerSaysWhatAStreamMissedSinceItsPage(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	b := NewBroker(StreamConfig{}, nil)
+	b.mono = func() time.Time { return now }
+	mark := b.Mark()
+	if b.missed(1, mark) {
+		t.Error("a stream missed something with nothing changed")
+	}
+	b.MessageChanged(store.Message{ID: 1, CompanyID: 1}) // no tab open: told all the same
+	if !b.missed(1, mark) {
+		t.Error("a change after the page's mark, before its stream, was not missed")
+	}
+	if b.missed(2, mark) {
+		t.Error("another company's change was missed")
+	}
+	if b.missed(1, b.Mark()) {
+		t.Error("a change before the page's mark was missed")
+	}
+	// A cluster's other node's event, delivered here, counts the same.
+	mark = b.Mark()
+	if err := b.Deliver(2, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !b.missed(2, mark) || b.missed(1, mark) {
+		t.Errorf("after a delivered event of company 2: missed 1 %v, 2 %v", b.missed(1, mark), b.missed(2, mark))
+	}
+	other := NewBroker(StreamConfig{}, nil).Mark()
+	for _, m := range []string{other, "x", "x.1", b.Mark() + "0", strings.Split(mark, ".")[0] + ".99"} {
+		if !b.missed(3, m) {
+			t.Errorf("the mark %q (not this broker's now) was taken for one without changes", m)
+		}
+	}
+	if b.missed(1, "") {
+		t.Error("a stream without a mark was told to catch up")
+	}
+	// What is forgotten after changesKept catches up whatever it was.
+	old := b.Mark()
+	b.MessageChanged(store.Message{ID: 2, CompanyID: 4})
+	now = now.Add(changesKept)
+	b.MessageChanged(store.Message{ID: 3, CompanyID: 5}) // sweeps
+	if _, kept := b.changed[4]; kept {
+		t.Error("a change older than changesKept is still held")
+	}
+	if !b.missed(4, old) || !b.missed(6, old) {
+		t.Error("a mark older than what the broker remembers was taken for one without changes")
+	}
+	if b.missed(4, b.Mark()) {
+		t.Error("a fresh mark catches up after a sweep")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +59,11 @@ const (
 	// updates, and a node's thousands of tabs come back spread over the
 	// extra half rather than all at the same instant.
 	DefaultStreamRetry = 3 * time.Second
+	// changesKept is how long the broker remembers that a company's
+	// messages changed, for the streams that open after their page was
+	// drawn (Mark, missed): a stream that opens later than that after its
+	// page catches up whether or not anything changed.
+	changesKept = time.Minute
 )
 
 // retryOf is the reconnect delay one stream tells its browser: base and up
@@ -132,6 +139,27 @@ type Broker struct {
 	// now is the clock a live event reads a queued message's held_until
 	// by (store.Message.WaitsUntil).
 	now func() time.Time
+
+	// A page marks (Mark) the broker's count of changes before it reads
+	// what it draws; its stream, once subscribed, asks whether its
+	// company's messages changed since (missed). epoch names this broker,
+	// so a mark of another node, or from before a restart, is never taken
+	// for one of its own. Guarded by mu: seq counts the changes told,
+	// changed holds each company's last (its seq, and when on the
+	// monotonic clock), those older than changesKept forgotten at most
+	// once a changesKept (swept), floor the highest seq forgotten; mono
+	// reads that clock (time.Now; the tests move it).
+	mono    func() time.Time
+	epoch   string
+	seq     uint64
+	changed map[uint64]companyChange
+	floor   uint64
+	swept   time.Time
+}
+
+type companyChange struct {
+	seq uint64
+	at  time.Time
 }
 
 // subscriber is one tab's stream. events is written by publishers (never
@@ -153,7 +181,57 @@ func NewBroker(cfg StreamConfig, now func() time.Time) *Broker {
 		now = time.Now
 	}
 	return &Broker{cfg: cfg, now: now, subs: map[uint64]map[*subscriber]struct{}{}, perSession: map[string]int{},
-		perUser: map[uint64]int{}, perCompany: map[uint64]int{}, stop: make(chan struct{})}
+		perUser: map[uint64]int{}, perCompany: map[uint64]int{}, stop: make(chan struct{}),
+		mono: time.Now, epoch: strconv.FormatUint(rand.Uint64(), 36), changed: map[uint64]companyChange{}}
+}
+
+// Mark is the broker's count of changes now, for a page about to read
+// what it draws: its stream hands it back (the since of /console/events),
+// and learns from missed whether the page may lack a change.
+func (b *Broker) Mark() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.epoch + "." + strconv.FormatUint(b.seq, 10)
+}
+
+// note counts a change of the company's messages; the caller holds mu.
+// It comes before the change is offered to the streams, so a stream
+// subscribed too late to get it sees it in missed.
+func (b *Broker) note(company uint64) {
+	b.seq++
+	now := b.mono()
+	b.changed[company] = companyChange{seq: b.seq, at: now}
+	if now.Sub(b.swept) < changesKept {
+		return
+	}
+	b.swept = now
+	for k, c := range b.changed {
+		if now.Sub(c.at) >= changesKept {
+			b.floor = max(b.floor, c.seq)
+			delete(b.changed, k)
+		}
+	}
+}
+
+// missed says whether the company's messages may have changed since mark
+// (Mark), the moment a page began to read what it shows: a stream that
+// subscribed after the change was told missed it. True too for a mark
+// this broker cannot vouch for (another node's, one from before a
+// restart, one older than what it remembers, a malformed one); false for
+// none at all (a page that passed none).
+func (b *Broker) missed(company uint64, mark string) bool {
+	if mark == "" {
+		return false
+	}
+	epoch, n, ok := strings.Cut(mark, ".")
+	seq, err := strconv.ParseUint(n, 10, 64)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !ok || err != nil || epoch != b.epoch || seq > b.seq || seq < b.floor {
+		return true
+	}
+	c, ok := b.changed[company]
+	return ok && c.seq > seq
 }
 
 var (
@@ -239,8 +317,9 @@ func (b *Broker) Streams() int {
 func (b *Broker) MessageChanged(m store.Message) {
 	// Every send and every report of every company passes here, and most
 	// companies have no console tab open: render only for a tab that can
-	// take it. A tab that opens meanwhile loads the page after subscribing.
-	if !b.watched(m.CompanyID) {
+	// take it. A tab whose stream opens after this learns it missed a
+	// change (missed), and reloads what it shows.
+	if !b.told(m.CompanyID) {
 		return
 	}
 	body, err := json.Marshal(liveOut(m, b.now()))
@@ -250,10 +329,12 @@ func (b *Broker) MessageChanged(m store.Message) {
 	b.publish(m.CompanyID, body)
 }
 
-// watched says whether any tab of the company has a stream open.
-func (b *Broker) watched(company uint64) bool {
+// told notes a change of the company's messages (note) and says whether
+// any tab of the company has a stream open.
+func (b *Broker) told(company uint64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.note(company)
 	return len(b.subs[company]) > 0
 }
 
@@ -349,6 +430,12 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 		return rc.Flush()
 	}
 	if send("retry: %d\n\n", retryOf(b.cfg.Retry).Milliseconds()) != nil {
+		return
+	}
+	// The page was drawn before its stream subscribed: what changed in
+	// between came to no stream of the page's, so it reloads what it shows
+	// (missed). Nothing changed, nothing is said and nothing reloaded.
+	if b.missed(q.p().CompanyID, query(r).Get("since")) && send("event: catchup\ndata: {}\n\n") != nil {
 		return
 	}
 	// ended checks the session: a signed-out or revoked session (signed

@@ -69,6 +69,9 @@ type messagesData struct {
 	Phone   string
 	Thread  []liveMessage
 	SIMs    []string
+	// LiveSince is the live view's mark, taken before anything was read
+	// (Broker.Mark): its stream says whether to reload the thread.
+	LiveSince string
 }
 
 type convRow struct {
@@ -78,11 +81,12 @@ type convRow struct {
 }
 
 func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, q *req) error {
+	since := c.deps.Broker.Mark()
 	rows, err := c.deviceRows(r, q.p().CompanyID)
 	if err != nil {
 		return err
 	}
-	data := messagesData{Devices: rows, Phone: query(r).Get("phone")}
+	data := messagesData{Devices: rows, Phone: query(r).Get("phone"), LiveSince: since}
 	fp := query(r).Get("device")
 	if fp == "" && len(rows) > 0 {
 		fp = rows[0].Fingerprint

@@ -60,6 +60,9 @@ type numberData struct {
 	N        numberRow
 	Messages []liveMessage
 	Types    []string
+	// LiveSince is the live view's mark, taken before the messages were
+	// read (Broker.Mark): its stream says whether to reload them.
+	LiveSince string
 }
 
 func nounOf(ch string) string {
@@ -162,6 +165,7 @@ func (c *Console) number(r *http.Request, q *req) (channel.Number, error) {
 }
 
 func (c *Console) numberPage(w http.ResponseWriter, r *http.Request, q *req) error {
+	since := c.deps.Broker.Mark()
 	n, err := c.number(r, q)
 	if err != nil {
 		return err
@@ -174,7 +178,7 @@ func (c *Console) numberPage(w http.ResponseWriter, r *http.Request, q *req) err
 	if err != nil {
 		return err
 	}
-	data := numberData{N: rowOf(n, names, c.numbersPresence(n)), Messages: msgs, Types: []string{"text", "image", "video", "audio", "document"}}
+	data := numberData{N: rowOf(n, names, c.numbersPresence(n)), Messages: msgs, Types: []string{"text", "image", "video", "audio", "document"}, LiveSince: since}
 	c.render(w, r, http.StatusOK, "number", c.viewFor(q, numbersTitle, data))
 	return nil
 }

@@ -621,16 +621,26 @@
     // (fallen behind, a cluster's resync) is open again within that, so a
     // stream still closed after twice as long says so.
     var lost = null;
+    // The stream starts after the page was drawn: since is the server's
+    // mark of that moment (data-live-since), and a stream that opens after
+    // a change it never carried says catchup first, once, the page then
+    // reloading what it shows as after a reconnection. An EventSource
+    // opens again with the same address, so a reopened stream may say it
+    // too: caught is true once this opening has reloaded.
+    var since = live.getAttribute("data-live-since");
+    var caught = false;
     var connect = function () {
-      var es = new EventSource("/console/events");
+      var es = new EventSource("/console/events" + (since ? "?since=" + encodeURIComponent(since) : ""));
       es.addEventListener("open", function () {
         if (lost) { clearTimeout(lost); lost = null; }
+        caught = opened;
         if (opened) { reloadThread(); } // events may have been missed while away
         opened = true;
         wait = 1000;
         live.setAttribute("data-live", "true");
         if (banner && banner.classList.contains("live")) { banner.hidden = true; }
       });
+      es.addEventListener("catchup", function () { if (!caught) { caught = true; reloadThread(); } });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
       es.addEventListener("signedout", function () { es.close(); live.setAttribute("data-live", "false"); sessionExpired(connect); });
       // The server could not check the session (its store is out of
