@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"os/exec"
@@ -13,10 +12,8 @@ import (
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/syncbuf"
-	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // TestGovernorSurvivesRestart: four sends on a new WhatsApp number (caps
@@ -27,15 +24,7 @@ func TestGovernorSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	bin, st, apiKey := companyStore(t)
 	srv := startServer(t, bin, st)
-	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "wa-agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waID, _ := announce(t, srv.url, reg, apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
+	waID, _ := pairAndAnnounce(t, srv.url, apiKey, "wa-agent", proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
 	send := func(url string) *http.Response {
 		res, _ := post(t, url+"/whatsapp/send", apiKey, `{"number_id":"`+waID+`","to":"+15551234567","content":"hi"}`)
 		return res
@@ -129,15 +118,7 @@ func TestNoWarmupNoGap(t *testing.T) {
 	t.Parallel()
 	bin, st, apiKey := companyStore(t)
 	srv := startServer(t, bin, st, "--number-warmup", "0s", "--whatsapp-gap-min", "0s", "--whatsapp-gap-max", "0s")
-	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "wa-agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	announce(t, srv.url, reg, apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
+	pairAndAnnounce(t, srv.url, apiKey, "wa-agent", proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
 	status, body := get(t, srv.url+"/whatsapp/numbers", apiKey)
 	var list struct {
 		Numbers []struct {
@@ -167,15 +148,7 @@ func TestGovernorForgetsAClosedCompany(t *testing.T) {
 	t.Parallel()
 	bin, st, apiKey := companyStore(t)
 	srv := startServer(t, bin, st)
-	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "wa-closing"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waID, _ := announce(t, srv.url, reg, apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
+	waID, _ := pairAndAnnounce(t, srv.url, apiKey, "wa-closing", proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "agent@example.com"}}})
 	if res, body := post(t, srv.url+"/whatsapp/send", apiKey, `{"number_id":"`+waID+`","to":"+15551234567","content":"hi"}`); res.StatusCode != http.StatusAccepted {
 		t.Fatalf("send: %d %s", res.StatusCode, body)
 	}

@@ -147,18 +147,19 @@ func (l *agentLink) report(id string) {
 	l.t.Fatalf("no status_ack of %s", id)
 }
 
-// pairAgent pairs a device through node s and answers its token.
-func pairAgent(t *testing.T, s *server, key, fingerprint string) string {
+// pairDevice pairs a device by a pairing code of the company's key on the
+// server at url: its registration.
+func pairDevice(t *testing.T, url, key, fingerprint string) client.Registration {
 	t.Helper()
-	code, err := pairingCode(context.Background(), testhttp.Client, s.url, key)
+	code, err := pairingCode(context.Background(), testhttp.Client, url, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := client.Register(context.Background(), testhttp.Client, s.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fingerprint})
+	reg, err := client.Register(context.Background(), testhttp.Client, url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fingerprint})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reg.DeviceToken
+	return reg
 }
 
 // whatsAppSend sends through the company's one WhatsApp number on node s
@@ -211,7 +212,7 @@ func TestClusterAgentMove(t *testing.T) {
 	}
 	for _, kind := range []string{"reported", "released", "deleted", "let-go"} {
 		t.Run(kind, func(t *testing.T) {
-			tokenA, tokenB := pairAgent(t, nodes[0], key, "move-a-"+kind), pairAgent(t, nodes[0], key, "move-b-"+kind)
+			tokenA, tokenB := pairDevice(t, nodes[0].url, key, "move-a-"+kind).DeviceToken, pairDevice(t, nodes[0].url, key, "move-b-"+kind).DeviceToken
 			a := linkAgent(t, nodes[0], tokenA, clusterMoveNumber)
 			if kind == "let-go" {
 				clusterLetGo(t, nodes, key, tokenA, tokenB)

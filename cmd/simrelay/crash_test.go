@@ -32,14 +32,7 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 		limits = append(limits, "--"+ch+"-per-minute", "65535", "--"+ch+"-per-hour", "65535", "--"+ch+"-per-day", "65535", "--"+ch+"-gap-min", "0s", "--"+ch+"-gap-max", "0s")
 	}
 	srv := startServer(t, bin, st, limits...)
-	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "crash-phone"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := pairDevice(t, srv.url, apiKey, "crash-phone")
 	hello := proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550001111"}}, IMessage: []proto.IMessageHandle{{Handle: "crash@example.com"}}}
 	waID, imID := announce(t, srv.url, reg, apiKey, hello)
 	// Which route reads each answered send back.
@@ -180,6 +173,13 @@ func TestCrashLosesNoAnsweredSend(t *testing.T) {
 
 // announce links the agent once so that its hello announces the number and
 // handle, and returns their ids.
+// pairAndAnnounce pairs a device (pairDevice) and says its hello
+// (announce): the ids of its first WhatsApp number and iMessage handle.
+func pairAndAnnounce(t *testing.T, url, apiKey, fingerprint string, hello proto.Hello) (waID, imID string) {
+	t.Helper()
+	return announce(t, url, pairDevice(t, url, apiKey, fingerprint), apiKey, hello)
+}
+
 func announce(t *testing.T, url string, reg client.Registration, apiKey string, hello proto.Hello) (waID, imID string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
