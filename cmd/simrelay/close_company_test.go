@@ -17,7 +17,6 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/store"
@@ -150,14 +149,7 @@ func TestClosingReachesEveryNode(t *testing.T) {
 	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})
 	register := func(key, fp string) string {
 		t.Helper()
-		code, err := pairingCode(context.Background(), testhttp.Client, a.url, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg := pairDevice(t, a.url, key, fp)
 		return reg.DeviceToken
 	}
 	onBToken := register(apiKey, "closing-on-b")

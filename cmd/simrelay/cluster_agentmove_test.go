@@ -11,7 +11,6 @@ import (
 	"github.com/coder/websocket"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
@@ -145,21 +144,6 @@ func (l *agentLink) report(id string) {
 		}
 	}
 	l.t.Fatalf("no status_ack of %s", id)
-}
-
-// pairDevice pairs a device by a pairing code of the company's key on the
-// server at url: its registration.
-func pairDevice(t *testing.T, url, key, fingerprint string) client.Registration {
-	t.Helper()
-	code, err := pairingCode(context.Background(), testhttp.Client, url, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fingerprint})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return reg
 }
 
 // whatsAppSend sends through the company's one WhatsApp number on node s

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // A node paused for longer than the live window (SIGSTOP: a frozen VM, a
@@ -30,14 +27,7 @@ func TestClusterPausedNodeKeepsItsLinks(t *testing.T) {
 	flags := []string{"--nats-url", bus, "--rate-general", "1000000/1m", "--link-sweep", "500ms", "--public-url", "http://127.0.0.1", "--node-live-window", testLiveWindow}
 	a := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, append(flags, "--node-name", "a")...)
 	b := startServer(t, bin, testStore{dir: t.TempDir(), databaseURL: db}, append(flags, "--node-name", "b")...)
-	code, err := pairingCode(context.Background(), testhttp.Client, a.url, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "paused-phone"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := pairDevice(t, a.url, key, "paused-phone")
 	l := (&vphone{token: reg.DeviceToken, wire: map[string]int{}}).linkTo(t, a)
 	onlineOnB := func() bool {
 		st, out := call(t, "GET", b.url+"/device/list", key, nil)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/syncbuf"
@@ -84,6 +85,21 @@ func readUser(t *testing.T, st testStore, id uint64) store.User {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// pairDevice pairs a device by a pairing code of the company's key on the
+// server at url: its registration.
+func pairDevice(t *testing.T, url, key, fingerprint string) client.Registration {
+	t.Helper()
+	code, err := pairingCode(context.Background(), testhttp.Client, url, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := client.Register(context.Background(), testhttp.Client, url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fingerprint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
 
 // companyStore builds the binary and makes a store holding one company,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"syscall"
@@ -16,7 +15,6 @@ import (
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
-	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/webhook/webhooktest"
 )
 
@@ -50,14 +48,7 @@ func TestRoutingAcrossNodes(t *testing.T) {
 
 	register := func(fp string) client.Registration {
 		t.Helper()
-		code, err := pairingCode(context.Background(), testhttp.Client, a.url, apiKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg := pairDevice(t, a.url, apiKey, fp)
 		return reg
 	}
 	reg := register("moving-phone")
@@ -133,14 +124,7 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 	tokens := map[string]string{}
 	phones := map[string]*link{}
 	for _, fp := range []string{"gone-phone", "moved-phone"} {
-		code, err := pairingCode(context.Background(), testhttp.Client, a.url, apiKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: fp})
-		if err != nil {
-			t.Fatal(err)
-		}
+		reg := pairDevice(t, a.url, apiKey, fp)
 		tokens[fp] = reg.DeviceToken
 		phones[fp] = linkRouted(t, a.url, reg.DeviceToken)
 	}
@@ -174,14 +158,7 @@ func TestDeadNodesPhonesReportedOffline(t *testing.T) {
 func TestPhoneOfANodeKilledInItsGraceReportedOffline(t *testing.T) {
 	clusterTest(t)
 	a, b, apiKey, events := eventsCluster(t, "5s")
-	code, err := pairingCode(context.Background(), testhttp.Client, a.url, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, a.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "left-phone"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := pairDevice(t, a.url, apiKey, "left-phone")
 	phone := linkRouted(t, a.url, reg.DeviceToken)
 	poll.Within(t, 15*time.Second, "the phone reported online", func() bool { return events("device.online")["left-phone"] >= 1 })
 	phone.stop()

@@ -135,14 +135,7 @@ func TestScheduledSendSurvivesRestart(t *testing.T) {
 	bin, st, apiKey := companyStore(t)
 	addr := freeport.Addr(t)
 	srv := startServer(t, bin, st, "--listen", addr)
-	code, err := pairingCode(context.Background(), testhttp.Client, srv.url, apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, srv.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "later-phone"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := pairDevice(t, srv.url, apiKey, "later-phone")
 	at := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339Nano)
 	send := func(text string) string {
 		t.Helper()

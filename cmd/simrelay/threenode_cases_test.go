@@ -23,7 +23,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
@@ -143,14 +142,7 @@ func testBannerAcrossNodes(t *testing.T, c *cluster3) {
 // TestGovernorSurvivesRestart): of nine sends at once, three on each node,
 // four are accepted and five refused.
 func testCapAcrossNodes(t *testing.T, c *cluster3) {
-	code, err := pairingCode(context.Background(), testhttp.Client, c.nodes["b"].url, c.apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, c.nodes["b"].url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "cluster-agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := pairDevice(t, c.nodes["b"].url, c.apiKey, "cluster-agent")
 	waID, _ := announce(t, c.nodes["b"].url, reg, c.apiKey, proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550002222"}}, IMessage: []proto.IMessageHandle{{Handle: "cluster@example.com"}}})
 	var accepted, capped atomic.Int32
 	var wg sync.WaitGroup

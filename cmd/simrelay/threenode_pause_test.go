@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/android-protocol/client"
-	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // testPauseAcrossNodes: sends queued for a WhatsApp number while its agent
@@ -16,14 +13,7 @@ import (
 // them. Set active on C, they all reach it on B.
 func testPauseAcrossNodes(t *testing.T, c *cluster3) {
 	a, b, cc := c.nodes["a"], c.nodes["b"], c.nodes["c"]
-	code, err := pairingCode(context.Background(), testhttp.Client, b.url, c.apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, b.url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "paused-agent"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := pairDevice(t, b.url, c.apiKey, "paused-agent")
 	hello := proto.Hello{WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550004444"}}}
 	agent := &vphone{token: reg.DeviceToken, wire: map[string]int{}}
 	agent.linkURL(t, b.url, hello).stop() // announces the number, then goes offline

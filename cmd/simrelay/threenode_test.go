@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
-	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/natstest"
 	"github.com/simrelay/simrelay/internal/pgtest"
 	"github.com/simrelay/simrelay/internal/storetest"
-	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
 // The three-node test (contract section 12, issue 23): three `simrelay
@@ -79,14 +76,7 @@ func startCluster3(t *testing.T) *cluster3 {
 		c.nodes[n] = startServer(t, bin, st, "--nats-url", bus, "--node-name", "n"+n,
 			"--rate-general", "1000000/1m", "--webhook-allow-private", "--node-live-window", testLiveWindow)
 	}
-	code, err := pairingCode(context.Background(), testhttp.Client, c.nodes["a"].url, c.apiKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := client.Register(context.Background(), testhttp.Client, c.nodes["a"].url, client.RegisterInput{PairingCode: code, DeviceFingerprint: "cluster-phone"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := pairDevice(t, c.nodes["a"].url, c.apiKey, "cluster-phone")
 	c.phone = &vphone{token: reg.DeviceToken, wire: map[string]int{}}
 	return c
 }
