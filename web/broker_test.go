@@ -101,10 +101,18 @@ func TestBrokerSaysWhatAStreamMissedSinceItsPage(t *testing.T) {
 		t.Errorf("after a delivered event of company 2: missed 1 %v, 2 %v", b.missed(1, mark), b.missed(2, mark))
 	}
 	other := NewBroker(StreamConfig{}, nil).Mark()
-	for _, m := range []string{other, "x", "x.1", b.Mark() + "0", strings.Split(mark, ".")[0] + ".99"} {
+	altered := []byte(b.Mark())
+	altered[0] ^= 1 // '0'<->'1', 'a'<->'`'...: another block, or not hex
+	for _, m := range []string{other, "x", "x.1", b.Mark() + "0", string(altered)} {
 		if !b.missed(3, m) {
 			t.Errorf("the mark %q (not this broker's now) was taken for one without changes", m)
 		}
+	}
+	// The count in a mark is every company's changes on the node: sealed,
+	// and two marks of the same count differ, so a page's marks tell it
+	// nothing of other companies' traffic (they read epoch.count).
+	if m1, m2 := b.Mark(), b.Mark(); m1 == m2 || strings.Contains(m1, ".") {
+		t.Errorf("two marks of one count: %q and %q, want sealed and apart", m1, m2)
 	}
 	if b.missed(1, "") {
 		t.Error("a stream without a mark was told to catch up")

@@ -1,15 +1,17 @@
 package web
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
+	cryptorand "crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -142,15 +144,18 @@ type Broker struct {
 
 	// A page marks (Mark) the broker's count of changes before it reads
 	// what it draws; its stream, once subscribed, asks whether its
-	// company's messages changed since (missed). epoch names this broker,
-	// so a mark of another node, or from before a restart, is never taken
-	// for one of its own. Guarded by mu: seq counts the changes told,
+	// company's messages changed since (missed). The count is of every
+	// company's changes on the node, so a mark carries it sealed (seal, a
+	// key of this broker's): a page learns nothing of other companies'
+	// traffic from it, and a mark of another node, from before a restart,
+	// or altered opens to no count of this broker's. Guarded by mu: seq
+	// counts the changes told,
 	// changed holds each company's last (its seq, and when on the
 	// monotonic clock), those older than changesKept forgotten at most
 	// once a changesKept (swept), floor the highest seq forgotten; mono
 	// reads that clock (time.Now; the tests move it).
 	mono    func() time.Time
-	epoch   string
+	seal    cipher.Block
 	seq     uint64
 	changed map[uint64]companyChange
 	floor   uint64
@@ -182,16 +187,54 @@ func NewBroker(cfg StreamConfig, now func() time.Time) *Broker {
 	}
 	return &Broker{cfg: cfg, now: now, subs: map[uint64]map[*subscriber]struct{}{}, perSession: map[string]int{},
 		perUser: map[uint64]int{}, perCompany: map[uint64]int{}, stop: make(chan struct{}),
-		mono: time.Now, epoch: strconv.FormatUint(rand.Uint64(), 36), changed: map[uint64]companyChange{}}
+		mono: time.Now, seal: newSeal(), changed: map[uint64]companyChange{}}
 }
 
-// Mark is the broker's count of changes now, for a page about to read
-// what it draws: its stream hands it back (the since of /console/events),
-// and learns from missed whether the page may lack a change.
+// Mark is the broker's count of changes now, sealed, for a page about to
+// read what it draws: its stream hands it back (the since of
+// /console/events), and learns from missed whether the page may lack a
+// change. The sealed block is the count and 4 random bytes after 4 zero
+// bytes: the same count gives a different mark each time, so two pages'
+// marks do not even tell whether anything changed between them, and a
+// mark that opens to other than zeros is none of this broker's.
 func (b *Broker) Mark() string {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.epoch + "." + strconv.FormatUint(b.seq, 10)
+	seq := b.seq
+	b.mu.Unlock()
+	var block [aes.BlockSize]byte
+	binary.BigEndian.PutUint32(block[4:], rand.Uint32())
+	binary.BigEndian.PutUint64(block[8:], seq)
+	b.seal.Encrypt(block[:], block[:])
+	return hex.EncodeToString(block[:])
+}
+
+// openMark is the count a mark of Mark sealed; false for a mark that is
+// none of this broker's (malformed, another broker's, altered).
+func (b *Broker) openMark(mark string) (uint64, bool) {
+	var block [aes.BlockSize]byte
+	if len(mark) != hex.EncodedLen(len(block)) {
+		return 0, false
+	}
+	if _, err := hex.Decode(block[:], []byte(mark)); err != nil {
+		return 0, false
+	}
+	b.seal.Decrypt(block[:], block[:])
+	if binary.BigEndian.Uint32(block[:4]) != 0 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(block[8:]), true
+}
+
+// newSeal is a broker's key for its marks, random: a restart's marks are
+// another broker's.
+func newSeal() cipher.Block {
+	key := make([]byte, 16)
+	_, _ = cryptorand.Read(key) // never fails (crypto/rand)
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		panic(err) // a 16-byte key is always one AES takes
+	}
+	return block
 }
 
 // note counts a change of the company's messages; the caller holds mu.
@@ -223,11 +266,10 @@ func (b *Broker) missed(company uint64, mark string) bool {
 	if mark == "" {
 		return false
 	}
-	epoch, n, ok := strings.Cut(mark, ".")
-	seq, err := strconv.ParseUint(n, 10, 64)
+	seq, ok := b.openMark(mark)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !ok || err != nil || epoch != b.epoch || seq > b.seq || seq < b.floor {
+	if !ok || seq > b.seq || seq < b.floor {
 		return true
 	}
 	c, ok := b.changed[company]
