@@ -215,16 +215,8 @@ func letGo(b, held *bolt.Bucket, companyID, deviceID uint64, channel string, ann
 // AgentNumbers lists the company's numbers (or handles) of channel, by address.
 func (s *Store) AgentNumbers(companyID uint64, channel string) ([]AgentNumber, error) {
 	var out []AgentNumber
-	err := s.view(func(tx *bolt.Tx) error {
-		var err error
-		walkPrefix(tx.Bucket(bucketAgentNumbers), agentNumberKey(companyID, channel, ""), func(_, v []byte) bool {
-			var n AgentNumber
-			if err = jsonUnmarshal(v, &n); err != nil {
-				return false
-			}
-			out = append(out, n)
-			return true
-		})
+	err := s.view(func(tx *bolt.Tx) (err error) {
+		out, err = agentNumbersIn(tx, companyID, channel)
 		return err
 	})
 	if err != nil {
@@ -233,23 +225,30 @@ func (s *Store) AgentNumbers(companyID uint64, channel string) ([]AgentNumber, e
 	return out, nil
 }
 
+// agentNumbersIn reads the company's numbers (or handles) of channel, by
+// address.
+func agentNumbersIn(tx *bolt.Tx, companyID uint64, channel string) ([]AgentNumber, error) {
+	var out []AgentNumber
+	var err error
+	walkPrefix(tx.Bucket(bucketAgentNumbers), agentNumberKey(companyID, channel, ""), func(_, v []byte) bool {
+		var n AgentNumber
+		if err = jsonUnmarshal(v, &n); err != nil {
+			return false
+		}
+		out = append(out, n)
+		return true
+	})
+	return out, err
+}
+
 // AgentNumbersSentSince lists the company's numbers of channel, as
 // AgentNumbers does, and counts each one's accepted sends since since
 // (sent[i] is list[i]'s), in one transaction: what a list of the numbers
 // shows, read once for all of them.
 func (s *Store) AgentNumbersSentSince(companyID uint64, channel string, since time.Time) (list []AgentNumber, sent []int, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		list, sent = nil, nil
 		var err error
-		walkPrefix(tx.Bucket(bucketAgentNumbers), agentNumberKey(companyID, channel, ""), func(_, v []byte) bool {
-			var n AgentNumber
-			if err = jsonUnmarshal(v, &n); err != nil {
-				return false
-			}
-			list = append(list, n)
-			return true
-		})
-		if err != nil {
+		if list, err = agentNumbersIn(tx, companyID, channel); err != nil {
 			return err
 		}
 		sent = make([]int, len(list))
