@@ -243,14 +243,14 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		Name: "simrelay_company_removals_failing",
 		Help: "Closing companies whose last removal step failed on this node, each tried again after a wait that doubles from a minute to an hour (docs/operations.md, Removing a company). Above 0 for long: read the log's 'company removal failing' lines.",
 	}, func() float64 { return float64(accounts.ClosingsFailing()) }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "simrelay_governor_numbers",
-		Help: "WhatsApp numbers and iMessage handles whose pacing state (about 600 bytes each) this node holds: those that sent within about a day and a quarter of an hour, or dispatched within about two hours, less those of companies removed (docs/pacing.md, Bounded memory).",
-	}, func() float64 { return float64(agents.GovernorNumbers()) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "simrelay_company_removal_failures_total",
 		Help: "Tries at a closing company's removal that failed on this node since it started.",
 	}, func() float64 { return float64(accounts.ClosingFailures()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "simrelay_governor_numbers",
+		Help: "WhatsApp numbers and iMessage handles whose pacing state (about 600 bytes each) this node holds: those that sent within about a day and a quarter of an hour, or dispatched within about two hours, less those of companies removed (docs/pacing.md, Bounded memory).",
+	}, func() float64 { return float64(agents.GovernorNumbers()) }))
 	// One client address holds at most its share of the connections (the
 	// server's timeouts bound each one's life, not their number); a trusted
 	// proxy carries many clients and is not counted. One over the bound is
