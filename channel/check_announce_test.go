@@ -63,7 +63,7 @@ func newFullCompany(tb testing.TB, n int) fullCompany {
 	for i := range addrs {
 		addrs[i] = numberOf(i)
 	}
-	if _, err := st.AnnounceNumbers(c.ID, other.ID, channel.WhatsApp, addrs, time.Now(), 0); err != nil {
+	if _, err := backend.AnnounceNumbers(c.ID, other.ID, channel.WhatsApp, addrs, time.Now(), 0); err != nil {
 		tb.Fatal(err)
 	}
 	return fullCompany{st: st, svc: svc, agent: conformance.Device(tb, backend, c.ID, "fp-agent")}

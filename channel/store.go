@@ -19,7 +19,6 @@ type Store interface {
 	AgentRelease(companyID, deviceID uint64, held []string) ([]store.AgentNumber, error)
 	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
 	AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]store.AgentNumber, error)
-	AnnounceNumbers(companyID, deviceID uint64, channel string, addresses []string, now time.Time, limit int) ([]store.AgentNumber, error)
 	Company(id uint64) (store.Company, error)
 	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)
