@@ -48,14 +48,6 @@ const (
 	DefaultMCPWait = 20 * time.Second
 )
 
-func newMCPSlots(wait time.Duration) *bulkSlots {
-	if wait <= 0 {
-		wait = DefaultMCPWait
-	}
-	return &bulkSlots{most: MCPPerCompany, wait: wait, companies: map[uint64]*companyBulks{},
-		busy: fmt.Sprintf("Your company's MCP requests under way are as many as may run at once (%d); send the next once one is answered.", MCPPerCompany)}
-}
-
 // bulkSlots counts the requests of a kind under way (bulk sends, MCP
 // requests), by company: at most most of a company's at once.
 type bulkSlots struct {
@@ -76,12 +68,15 @@ type companyBulks struct {
 	freed chan struct{}
 }
 
-func newBulkSlots(wait time.Duration) *bulkSlots {
+// newSlots is the places of a kind of request (what, as the refusal names
+// them): most of a company's at once, a wait of at most wait for one
+// (def when zero).
+func newSlots(what string, most int, wait, def time.Duration) *bulkSlots {
 	if wait <= 0 {
-		wait = DefaultBulkWait
+		wait = def
 	}
-	return &bulkSlots{most: BulksPerCompany, wait: wait, companies: map[uint64]*companyBulks{},
-		busy: fmt.Sprintf("Your company's bulk sends under way are as many as may run at once (%d); send the next once one is answered.", BulksPerCompany)}
+	return &bulkSlots{most: most, wait: wait, companies: map[uint64]*companyBulks{},
+		busy: fmt.Sprintf("Your company's %s under way are as many as may run at once (%d); send the next once one is answered.", what, most)}
 }
 
 // take waits for a place for a request of the company, at most b.wait

@@ -220,8 +220,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps:     deps,
 		backups:  make(chan struct{}, cfg.Backup.AtOnce),
 		exports:  map[uint64]int{},
-		bulks:    newBulkSlots(cfg.BulkWait),
-		mcpCalls: newMCPSlots(cfg.MCPWait),
+		bulks:    newSlots("bulk sends", BulksPerCompany, cfg.BulkWait, DefaultBulkWait),
+		mcpCalls: newSlots("MCP requests", MCPPerCompany, cfg.MCPWait, DefaultMCPWait),
 	}
 	doc, err := servedOpenAPI(cfg.PublicURL)
 	if err != nil {

@@ -497,7 +497,8 @@ func (s *Service) ServeBehindSession(w http.ResponseWriter, r *http.Request, m s
 	return s.serve(w, r, m, sessionCacheControl)
 }
 
-func (s *Service) serve(w http.ResponseWriter, r *http.Request, m store.Media, cacheControl string) error {
+// serve is Serve with cc the Cache-Control of the file and of its 304.
+func (s *Service) serve(w http.ResponseWriter, r *http.Request, m store.Media, cc string) error {
 	h := w.Header()
 	etag := `"` + m.ID + `"`
 	off, n, status := int64(0), m.Size, http.StatusOK
@@ -507,7 +508,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, m store.Media, c
 	// takes no download place.
 	if noneMatchFails(r.Header.Values("If-None-Match"), etag) {
 		h.Set("ETag", etag)
-		h.Set("Cache-Control", cacheControl)
+		h.Set("Cache-Control", cc)
 		w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
@@ -541,7 +542,7 @@ func (s *Service) serve(w http.ResponseWriter, r *http.Request, m store.Media, c
 	h.Set("Content-Disposition", Disposition(m))
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox")
-	h.Set("Cache-Control", cacheControl)
+	h.Set("Cache-Control", cc)
 	w.WriteHeader(status)
 	if r.Method == http.MethodHead {
 		return nil

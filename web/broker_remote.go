@@ -40,8 +40,9 @@ func (b *Broker) Deliver(company uint64, body []byte) error {
 	if bytes.ContainsAny(body, "\r\n") || !json.Valid(body) {
 		return fmt.Errorf("live event for company %d: not one line of JSON", company)
 	}
-	b.told(company)
-	b.publish(company, body)
+	if b.told(company) { // as MessageChanged: a tab opened meanwhile learns it missed one
+		b.publish(company, body)
+	}
 	return nil
 }
 

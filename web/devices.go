@@ -167,7 +167,8 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 }
 
 // devicesState is the list as JSON: the pairing panel polls it to turn into
-// the new device once the phone registered and linked (online).
+// the new device once the phone registered and linked (online), or
+// PageTimers.PairingLink after it registered without linking.
 func (c *Console) devicesState(w http.ResponseWriter, r *http.Request, q *req) error {
 	rows, err := c.deviceRows(r, q.p().CompanyID)
 	if err != nil {
