@@ -60,14 +60,14 @@ type router struct {
 // picks (whose device, SIM and pool id it then sets on m), an unknown pool
 // being store.ErrPoolGone and a pool none of whose members can send a
 // *store.PoolUnavailableError or *store.PoolCappedError. Every refusal is
-// an error, so the transaction writes nothing. one says the request is a
-// single send (pickOne locks only the member it takes); a bulk send's
-// picker locks every member first, and ahead is its recipients
-// (routePool). Call r.next for each further message of the same request,
-// and r.commit with the writes.
-func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, one bool, ahead []string) (store.Device, *router, error) {
+// an error, so the transaction writes nothing. It routes a bulk send (a
+// single send reads its device or pool in its read batch: Enqueue, with
+// onDevice or routePool): its picker locks every member first, and ahead
+// is its recipients (routePool). Call r.next for each further message of
+// the same request, and r.commit with the writes.
+func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, ahead []string) (store.Device, *router, error) {
 	if m.Pool != "" {
-		return routePool(t, m, nil, check, now, one, ahead)
+		return routePool(t, m, nil, check, now, false, ahead)
 	}
 	r := &router{tally: newSIMTally(t, now)}
 	r.tally.expect(ahead)
