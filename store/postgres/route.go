@@ -67,7 +67,7 @@ type router struct {
 // the same request, and r.commit with the writes.
 func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, ahead []string) (store.Device, *router, error) {
 	if m.Pool != "" {
-		return routePool(t, m, nil, check, now, false, ahead)
+		return routePool(t, m, nil, check, now, ahead)
 	}
 	r := &router{tally: newSIMTally(t, now)}
 	r.tally.expect(ahead)
@@ -76,19 +76,20 @@ func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, ahe
 	return d, r, err
 }
 
-// routePool is route of a send through m's pool, read by pr (queuePool)
-// or, nil, here. ahead is the recipients of a bulk send: a sticky pool
-// reads what it needs of each one's last member in one statement, once it
-// holds its members (readTalks).
-func routePool(t *txn, m *store.Message, pr *poolRead, check store.DeviceCheck, now time.Time, one bool, ahead []string) (store.Device, *router, error) {
+// routePool is route of a send through m's pool: a single send's, read
+// by pr (queuePool), or, pr nil, a bulk send's, read here. ahead is the
+// recipients of a bulk send: a sticky pool reads what it needs of each
+// one's last member in one statement, once it holds its members
+// (readTalks).
+func routePool(t *txn, m *store.Message, pr *poolRead, check store.DeviceCheck, now time.Time, ahead []string) (store.Device, *router, error) {
 	r := &router{tally: newSIMTally(t, now)}
 	r.tally.expect(ahead)
 	var pp *poolPicker
 	var err error
 	if pr != nil {
-		pp, err = pr.open(t, check, r.tally, one)
+		pp, err = pr.open(t, check, r.tally, true)
 	} else {
-		pp, err = openPool(t, m.CompanyID, m.Pool, m.Phone, check, r.tally, one)
+		pp, err = openPool(t, m.CompanyID, m.Pool, check, r.tally)
 	}
 	if err != nil {
 		return store.Device{}, nil, err
