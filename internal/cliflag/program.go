@@ -60,7 +60,7 @@ func VersionCommand(name, version string, args []string, stdout, stderr io.Write
 	return 0
 }
 
-// Help answers a binary's help word (args[0], for which IsHelp holds):
+// Help answers a binary's help word (args[0]: help, -h, --help or -help):
 // help COMMAND [SUB] answers as COMMAND [SUB] -h does, through run; each
 // step takes one "help" off the front, so help help ends. Alone it prints
 // the usage to stdout (exit 0).

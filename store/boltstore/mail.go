@@ -84,10 +84,14 @@ func (s *Store) appendMail(tx *bolt.Tx, m *Mail, lim *store.MailLimits) error {
 	if err := putJSON(b, itob(id), m); err != nil {
 		return err
 	}
+	if err := indexMail(tx, *m); err != nil {
+		return err
+	}
 	return indexCompanyMail(tx, *m, size)
 }
 
-// indexMail keeps m's entry in bucketMailCompany.
+// indexMail gives m, appended, its entry in bucketMailCompany: once, as
+// its company never changes (UpdateMail writes no entry).
 func indexMail(tx *bolt.Tx, m Mail) error {
 	if m.CompanyID == 0 {
 		return nil
@@ -104,14 +108,11 @@ func unindexMail(tx *bolt.Tx, m Mail) error {
 }
 
 // indexCompanyMail keeps m's entry in bucketMailCompanyPending: there while
-// it is pending, gone once it is not; and its entry in bucketMailCompany. size is what the entry counts (the
+// it is pending, gone once it is not. size is what the entry counts (the
 // mail's MailSize when it was queued).
 func indexCompanyMail(tx *bolt.Tx, m Mail, size int64) error {
 	if m.CompanyID == 0 {
 		return nil
-	}
-	if err := indexMail(tx, m); err != nil {
-		return err
 	}
 	b, key := tx.Bucket(bucketMailCompanyPending), pair(m.CompanyID, m.ID)
 	if m.State != MailPending {

@@ -45,7 +45,7 @@ func (s *Store) EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, no
 		if err != nil {
 			return err
 		}
-		d, r, err := route(t, &routed[0], check, at, false, recipients(routed))
+		d, r, err := route(t, &routed[0], check, at, recipients(routed))
 		if err != nil {
 			return err
 		}

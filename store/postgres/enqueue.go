@@ -171,7 +171,7 @@ func (s *Store) Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func
 		var d store.Device
 		var r *router
 		if msg.Pool != "" {
-			d, r, err = routePool(t, &msg, rd.pool, check, at, true, nil)
+			d, r, err = routePool(t, &msg, rd.pool, check, at, nil)
 		} else {
 			r = &router{tally: rd.tally}
 			d, err = r.onDevice(&msg, check, rd.dev, rd.devErr)

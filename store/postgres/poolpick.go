@@ -82,18 +82,17 @@ type poolPicker struct {
 	passed store.PoolNotes
 }
 
-// openPool starts choosing from the company's pool named name; a name the
-// company has no pool under is store.ErrPoolGone. one says the picker
-// chooses for a single send (pickOne), which locks nothing yet; otherwise
-// the members' rows are locked (newPicker). phone is the recipient of a
-// single send (queuePool).
-func openPool(t *txn, companyID uint64, name, phone string, check store.DeviceCheck, tally *simTally, one bool) (*poolPicker, error) {
+// openPool starts choosing from the company's pool named name for a bulk
+// send, the members' rows locked (newPicker); a name the company has no
+// pool under is store.ErrPoolGone. A single send reads its pool in its
+// read batch (queuePool) and opens it there (poolRead.open).
+func openPool(t *txn, companyID uint64, name string, check store.DeviceCheck, tally *simTally) (*poolPicker, error) {
 	b := &pgx.Batch{}
-	pr := queuePool(b, companyID, name, phone, tally.now, one)
+	pr := queuePool(b, companyID, name, "", tally.now, false)
 	if err := t.sendBatch(b); err != nil {
 		return nil, err
 	}
-	return pr.open(t, check, tally, one)
+	return pr.open(t, check, tally, false)
 }
 
 // poolRead is what queuePool's statement read of a pool.

@@ -60,14 +60,14 @@ type router struct {
 // picks (whose device, SIM and pool id it then sets on m), an unknown pool
 // being store.ErrPoolGone and a pool none of whose members can send a
 // *store.PoolUnavailableError or *store.PoolCappedError. Every refusal is
-// an error, so the transaction writes nothing. one says the request is a
-// single send (pickOne locks only the member it takes); a bulk send's
-// picker locks every member first, and ahead is its recipients
-// (routePool). Call r.next for each further message of the same request,
-// and r.commit with the writes.
-func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, one bool, ahead []string) (store.Device, *router, error) {
+// an error, so the transaction writes nothing. It routes a bulk send (a
+// single send reads its device or pool in its read batch: Enqueue, with
+// onDevice or routePool): its picker locks every member first, and ahead
+// is its recipients (routePool). Call r.next for each further message of
+// the same request, and r.commit with the writes.
+func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, ahead []string) (store.Device, *router, error) {
 	if m.Pool != "" {
-		return routePool(t, m, nil, check, now, one, ahead)
+		return routePool(t, m, nil, check, now, ahead)
 	}
 	r := &router{tally: newSIMTally(t, now)}
 	r.tally.expect(ahead)
@@ -76,19 +76,20 @@ func route(t *txn, m *store.Message, check store.DeviceCheck, now time.Time, one
 	return d, r, err
 }
 
-// routePool is route of a send through m's pool, read by pr (queuePool)
-// or, nil, here. ahead is the recipients of a bulk send: a sticky pool
-// reads what it needs of each one's last member in one statement, once it
-// holds its members (readTalks).
-func routePool(t *txn, m *store.Message, pr *poolRead, check store.DeviceCheck, now time.Time, one bool, ahead []string) (store.Device, *router, error) {
+// routePool is route of a send through m's pool: a single send's, read
+// by pr (queuePool), or, pr nil, a bulk send's, read here. ahead is the
+// recipients of a bulk send: a sticky pool reads what it needs of each
+// one's last member in one statement, once it holds its members
+// (readTalks).
+func routePool(t *txn, m *store.Message, pr *poolRead, check store.DeviceCheck, now time.Time, ahead []string) (store.Device, *router, error) {
 	r := &router{tally: newSIMTally(t, now)}
 	r.tally.expect(ahead)
 	var pp *poolPicker
 	var err error
 	if pr != nil {
-		pp, err = pr.open(t, check, r.tally, one)
+		pp, err = pr.open(t, check, r.tally, true)
 	} else {
-		pp, err = openPool(t, m.CompanyID, m.Pool, m.Phone, check, r.tally, one)
+		pp, err = openPool(t, m.CompanyID, m.Pool, check, r.tally)
 	}
 	if err != nil {
 		return store.Device{}, nil, err
