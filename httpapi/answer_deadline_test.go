@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -35,25 +36,24 @@ func TestAnswerToAClientThatStopsReadingEnds(t *testing.T) {
 	}
 	storeLongFrom(t, e, d.CompanyID, d.ID, "+15550000001", 100)
 
-	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
-		t.Fatal(err)
-	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_conversation","arguments":{"device_fingerprint":"acme-phone","phone":"+15550000001","limit":100}}}`
-	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s",
-		a.apiKey, len(body), body)
-
 	// The client reads nothing: the server's write is cut at its deadline,
-	// and the request ends.
+	// and the request ends. So too through a writer wrapped around
+	// net/http's (a middleware in front of the API's handler), which the
+	// deadline reaches by unwrapping it.
+	stallAnswer(t, e.url, a.apiKey)
 	poll.Within(t, 30*time.Second, "the stalled answer's request ends", func() bool {
 		m := e.do(call{method: "GET", path: "/metrics"})
 		return strings.Contains(string(m.Raw), `simrelay_http_requests_total{method="POST",route="/mcp",status="200"} 1`)
 	})
-	conn.Close()
+	wrapped := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.handler.ServeHTTP(unwrappable{w}, r)
+	}))
+	t.Cleanup(wrapped.Close) // after the stalled connection closes (cleanups run last first)
+	stallAnswer(t, wrapped.URL, a.apiKey)
+	poll.Within(t, 30*time.Second, "the stalled answer's request through a wrapped writer ends", func() bool {
+		m := e.do(call{method: "GET", path: "/metrics"})
+		return strings.Contains(string(m.Raw), `simrelay_http_requests_total{method="POST",route="/mcp",status="200"} 2`)
+	})
 
 	// The phone's link, opened well before, still carries a send now that
 	// the deadline has passed, and never dropped.
@@ -89,4 +89,27 @@ func TestSlowUploadAnsweredPastTheAnswerDeadline(t *testing.T) {
 	u := startSlowUpload(t, e, reg.DeviceToken, "slow/0")
 	e.eventually("the upload's request is older than the answer's deadline", func() bool { return time.Since(start) > 2*deadline })
 	u.finish(t)
+}
+
+// unwrappable is a middleware's writer: it hides net/http's own (its
+// SetWriteDeadline among its methods) and hands it over by Unwrap.
+type unwrappable struct{ http.ResponseWriter }
+
+func (u unwrappable) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+// stallAnswer asks the server at url for an 8 MB MCP answer on a
+// connection that never reads it; the connection closes with the test.
+func stallAnswer(t *testing.T, url, apiKey string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_conversation","arguments":{"device_fingerprint":"acme-phone","phone":"+15550000001","limit":100}}}`
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s",
+		apiKey, len(body), body)
 }

@@ -285,10 +285,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// answer is up to 8 MB). The routes that stream (exports, backups,
 	// files, the console's live updates) set their own deadline before
 	// each write; net/http clears it once the answer is flushed, and when
-	// a phone link hijacks the connection. A type assertion, not an
-	// http.ResponseController: no garbage on every request.
+	// a phone link hijacks the connection. net/http's own writer takes it
+	// by a type assertion (no garbage on every request); a writer wrapped
+	// around it (a middleware put in front of Handler) through an
+	// http.ResponseController, which unwraps it, rather than going without.
+	deadline := time.Now().Add(s.cfg.AnswerWriteTimeout)
 	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok {
-		_ = d.SetWriteDeadline(time.Now().Add(s.cfg.AnswerWriteTimeout))
+		_ = d.SetWriteDeadline(deadline)
+	} else {
+		_ = http.NewResponseController(w).SetWriteDeadline(deadline)
 	}
 	c := s.e.AcquireContext()
 	c.Reset(r, w)
