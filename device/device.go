@@ -220,6 +220,12 @@ func checkFingerprint(field, fp string) error {
 	return nil
 }
 
+// IsFingerprint reports whether fp can name a device: the pattern of
+// checkFingerprint. "." and ".." pass, as a device registered with one
+// before they were refused is still named so (a webhook's devices scope
+// may name it).
+func IsFingerprint(fp string) bool { return fingerprintRE.MatchString(fp) }
+
 // CheckFingerprint holds fp to the rule Register holds a new device's
 // fingerprint to, naming field in its refusal: a client checks it before it
 // makes a pairing code that the registration would then refuse.

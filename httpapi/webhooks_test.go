@@ -215,6 +215,7 @@ func TestWebhookValidationNamesTheField(t *testing.T) {
 		{"unknown event type", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "events": []string{"message.bounced"}}}}, "webhooks[0].events[0]"},
 		{"second event unknown", map[string]any{"webhooks": []any{ok, map[string]any{"url": ok["url"], "events": []string{"sms.received", "sms.sent"}}}}, "webhooks[1].events[1]"},
 		{"empty device", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "devices": []string{"a-phone", " "}}}}, "webhooks[0].devices[1]"},
+		{"device no fingerprint can be", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "devices": []string{"a-phone", "pixel 7"}}}}, "webhooks[0].devices[1]"},
 		{"im handle with a space", map[string]any{"webhooks": []any{map[string]any{"url": ok["url"], "im_handles": []string{"not a handle"}}}}, "webhooks[0].im_handles[0]"},
 		{"user and password in the url", map[string]any{"webhooks": []any{map[string]any{"url": "https://user:secret@hooks.example.com/sms"}}}, "webhooks[0].url"},
 		{"user in the url", map[string]any{"webhooks": []any{ok, map[string]any{"url": "https://user@hooks.example.com/sms"}}}, "webhooks[1].url"},
@@ -517,6 +518,62 @@ func TestWebhookScopeMatrix(t *testing.T) {
 		sort.Slice(got[path], func(i, j int) bool { return got[path][i] < got[path][j] })
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got deliveries by path %v, want %v", got, want)
+	}
+}
+
+// TestWebhookDevicesOfAnotherCompany: a devices scope naming another
+// company's device is answered exactly as one naming a phone no company has
+// paired (200, the entry as sent: no existence oracle), and neither entry
+// gets anything of the other company's messages nor of its own company's
+// other phones.
+func TestWebhookDevicesOfAnotherCompany(t *testing.T) {
+	t.Parallel()
+	rc := webhooktest.NewReceiver(t, true, nil)
+	e := newWebhookEnv(t, whConfig(rc), roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	b := e.newCompany("Beta", "owner@beta.test")
+	pa := e.runPhone(e.pairPhone(a.apiKey, "phone-a"), "BOTH", false)
+	pb := e.runPhone(e.pairPhone(b.apiKey, "phone-b"), "BOTH", false)
+	e.whPut(b.apiKey, map[string]any{"url": rc.URL + "/b-own", "devices": []string{"phone-b"}})
+	answers := map[string]string{}
+	for _, fp := range []string{"phone-b", "never-paired"} {
+		r := e.do(call{method: "PUT", path: "/webhooks/inbound-sms", token: a.apiKey, body: map[string]any{"webhooks": []any{
+			map[string]any{"url": rc.URL + "/a-names-" + fp, "devices": []string{fp}}}}})
+		if r.Status != http.StatusOK {
+			t.Fatalf("naming %s: got %d %s, want 200", fp, r.Status, r.Raw)
+		}
+		hooks := r.Body["webhooks"].([]any)
+		entry := hooks[0].(map[string]any)
+		answers[fp] = fmt.Sprintf("%v %v %v", r.Body["message"], entry["active"], entry["devices"])
+	}
+	if answers["phone-b"] != "Webhooks saved. true [phone-b]" || answers["never-paired"] != "Webhooks saved. true [never-paired]" {
+		t.Fatalf("the answers differ beyond the name: %q", answers)
+	}
+	e.whPut(a.apiKey,
+		map[string]any{"url": rc.URL + "/a-names-phone-b", "devices": []string{"phone-b"}},
+		map[string]any{"url": rc.URL + "/a-names-never-paired", "devices": []string{"never-paired"}},
+		map[string]any{"url": rc.URL + "/a-all"},
+	)
+	mb := waitAck(t, pb.Receive(proto.Inbound{ClientID: "b-1", From: "+15557654321", Message: "to Beta", SIMSlot: "SIM1"}))
+	ma := waitAck(t, pa.Receive(proto.Inbound{ClientID: "a-1", From: "+15557654321", Message: "to Acme", SIMSlot: "SIM1"}))
+	e.eventually("each company's own delivery is logged", func() bool {
+		return len(e.whLog(a.apiKey, "")) == 1 && len(e.whLog(b.apiKey, "")) == 1
+	})
+	if ids, _, err := e.store.DueWebhookDeliveries(time.Now().Add(365*24*time.Hour), 100, nil); err != nil || len(ids) != 0 {
+		t.Fatalf("got %d deliveries still in the outbox (%v), want 0", len(ids), err)
+	}
+	got := map[string]uint64{}
+	for _, r := range rc.Requests() {
+		var body struct {
+			Data struct {
+				ID uint64 `json:"id"`
+			} `json:"data"`
+		}
+		mustJSON(t, r.Body, &body)
+		got[r.Path] = body.Data.ID
+	}
+	if want := map[string]uint64{"/a-all": ma.ID, "/b-own": mb.ID}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got deliveries by path %v, want %v", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
@@ -117,9 +118,19 @@ func validEntry(in EntryInput, at string, allowPrivate bool, region string) (sto
 		return store.WebhookEntry{}, problem.Invalid(at+".url", err.Error())
 	}
 	e := store.WebhookEntry{URL: u, Active: in.Active == nil || *in.Active}
+	// A fingerprint is checked for its form alone, not against the device
+	// list: an entry may name a phone before it is paired, and another
+	// company's fingerprint is taken as an unknown one (it matches nothing,
+	// since an entry sees its own company's messages only), so the answer
+	// tells nothing of other companies' devices. A value no device can
+	// carry ("pixel 7", "a/b") was stored and matched nothing, without a
+	// word to the admin who mistyped it.
 	if e.Devices, err = scopeList(in.Devices, at+".devices", func(v string) (string, error) {
 		if strings.TrimSpace(v) == "" {
 			return "", fmt.Errorf("must be a device fingerprint, not an empty string")
+		}
+		if !device.IsFingerprint(v) {
+			return "", fmt.Errorf("must be a device fingerprint: 1 to 128 letters, digits, dots, dashes, underscores or colons")
 		}
 		return v, nil
 	}); err != nil {
