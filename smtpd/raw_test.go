@@ -309,6 +309,39 @@ func TestRefusedRecipientsCountInTheRateLimit(t *testing.T) {
 	d.say("RCPT TO:<+15551234567@"+domain+">", "452 4.7.0")
 }
 
+// TestMailCommandsCountInTheRateLimit: a MAIL is a request in the API key's
+// general window, as its key check makes it one: a client that only ever
+// sent MAIL (and RSET) had its key checked without end and was never
+// counted. The mail's first recipient is in the MAIL's count, so a mail to
+// n recipients still costs n requests; past the window MAIL answers 452
+// 4.7.0 with the wait, as RCPT does.
+func TestMailCommandsCountInTheRateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, options{general: pacing.Rate{Limit: 4, Window: time.Hour}})
+	id, key := e.company("acme")
+	vp := e.phone(id, "pixel7")
+	d := e.rawSession(key)
+	d.say("MAIL FROM:<monitor@example.com>", "250") // 1
+	d.say("RSET", "250")
+	d.say("MAIL FROM:<monitor@example.com>", "250")   // 2
+	d.say("RCPT TO:<+15551234567@"+domain+">", "250") // in the MAIL's count
+	d.say("RCPT TO:<+15551234568@"+domain+">", "250") // 3
+	d.say("DATA", "354")
+	d.write("Subject: x\r\n\r\nhello\r\n.\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "250 ") {
+		t.Fatalf("the mail: got %q, want 250", got)
+	}
+	poll.Until(t, "both recipients' SMS reach the phone", func() bool { return len(vp.Jobs()) == 2 })
+	d.say("MAIL FROM:<monitor@example.com>", "250") // 4
+	d.say("RSET", "250")
+	d.write("MAIL FROM:<monitor@example.com>\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "452 4.7.0 ") || !strings.Contains(got, "retry after") {
+		t.Fatalf("the fifth request's MAIL: got %q, want 452 4.7.0 with the wait", got)
+	}
+	d.say("RCPT TO:<+15551234567@"+domain+">", "502 5.5.1") // no mail was begun
+	d.say("QUIT", "221")
+}
+
 // TestMailClientsTextLeavesAsWritten: what common mail clients send reaches
 // the phone as the text their user wrote, in the GSM alphabet when that is
 // what was written: Thunderbird's format=flowed paragraph joined again, an

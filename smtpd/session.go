@@ -40,6 +40,9 @@ type session struct {
 	key   string // the API key the session logged in with; "" before AUTH
 	from  string // the mail's envelope sender (MAIL FROM), for its key (mailKey)
 	rcpts []recipient
+	// firstRcpt: the mail's MAIL was counted in the rate limit and no RCPT
+	// has used that count yet
+	firstRcpt bool
 
 	mu      sync.Mutex     // guards chunked: Data runs on go-smtp's goroutine of a chunked mail
 	chunked *io.PipeReader // the text of the last chunked (BDAT) mail, until settleChunked
@@ -100,12 +103,31 @@ func (ss *session) login(user, pass string) error {
 	}
 }
 
+// Mail begins a mail. It is one request in the API key's general window,
+// as its key check makes it one: uncounted, a client that sent only MAIL
+// and RSET had the key checked without end. The mail's first RCPT is in
+// this count (firstRcpt), so a mail to n recipients costs n requests, as n
+// API sends would, and one to none costs one.
 func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	if err := ss.keyCurrent(); err != nil {
 		return err
 	}
+	ss.firstRcpt = false
+	if err := ss.countRequest(); err != nil {
+		return err
+	}
 	ss.settleChunked()
-	ss.from, ss.rcpts = from, nil
+	ss.from, ss.rcpts, ss.firstRcpt = from, nil, true
+	return nil
+}
+
+// countRequest counts one request in the API key's general window and
+// refuses it past the window: 452 4.7.0 with the seconds to wait.
+func (ss *session) countRequest() error {
+	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
+		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+			Message: fmt.Sprintf("Rate limit: %s in this window; retry after %s", problem.Count(res.Limit, "request"), problem.Count(res.ResetSeconds(), "second"))}
+	}
 	return nil
 }
 
@@ -168,10 +190,12 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	// Every recipient is one request in the key's window, counted before it
 	// is read, as every API request counts whatever its answer: a refused
 	// address costs the store reads below too, and was free before, so one
-	// connection could name unknown pools without end.
-	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
-		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
-			Message: fmt.Sprintf("Rate limit: %s in this window; retry after %s", problem.Count(res.Limit, "request"), problem.Count(res.ResetSeconds(), "second"))}
+	// connection could name unknown pools without end. The mail's first
+	// recipient was counted with its MAIL.
+	if ss.firstRcpt {
+		ss.firstRcpt = false
+	} else if err := ss.countRequest(); err != nil {
+		return err
 	}
 	// The company is read only for what the address leaves to it: the
 	// region of a number without its +, the e-mail device of an address
@@ -549,7 +573,7 @@ func (ss *session) send(rc recipient, m Mail, mk mailKey) error {
 // Reset ends the mail: go-smtp calls it after a mail's reply, on RSET and
 // on a new greeting.
 func (ss *session) Reset() {
-	ss.rcpts = nil
+	ss.rcpts, ss.firstRcpt = nil, false
 	if ss.life != nil {
 		ss.life.mailDone()
 	}
