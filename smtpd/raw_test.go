@@ -309,19 +309,20 @@ func TestRefusedRecipientsCountInTheRateLimit(t *testing.T) {
 	d.say("RCPT TO:<+15551234567@"+domain+">", "452 4.7.0")
 }
 
-// TestMailCommandsCountInTheRateLimit: a MAIL is a request in the API key's
-// general window, as its key check makes it one: a client that only ever
-// sent MAIL (and RSET) had its key checked without end and was never
-// counted. The mail's first recipient is in the MAIL's count, so a mail to
-// n recipients still costs n requests; past the window MAIL answers 452
-// 4.7.0 with the wait, as RCPT does.
+// TestMailCommandsCountInTheRateLimit: a login and a MAIL are requests in
+// the API key's general window, as their key checks make them: a client
+// that only logged in, or only sent MAIL and RSET, had the key checked
+// without end and was never counted. A MAIL right after the login is in the
+// login's count and a mail's first recipient in its MAIL's, so a mail to n
+// recipients still costs n requests; past the window MAIL answers 452 4.7.0
+// with the wait, as RCPT does, and a login 454 4.7.0.
 func TestMailCommandsCountInTheRateLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, options{general: pacing.Rate{Limit: 4, Window: time.Hour}})
 	id, key := e.company("acme")
 	vp := e.phone(id, "pixel7")
-	d := e.rawSession(key)
-	d.say("MAIL FROM:<monitor@example.com>", "250") // 1
+	d := e.rawSession(key)                          // the login: 1
+	d.say("MAIL FROM:<monitor@example.com>", "250") // in the login's count
 	d.say("RSET", "250")
 	d.say("MAIL FROM:<monitor@example.com>", "250")   // 2
 	d.say("RCPT TO:<+15551234567@"+domain+">", "250") // in the MAIL's count
@@ -340,6 +341,31 @@ func TestMailCommandsCountInTheRateLimit(t *testing.T) {
 	}
 	d.say("RCPT TO:<+15551234567@"+domain+">", "502 5.5.1") // no mail was begun
 	d.say("QUIT", "221")
+
+	// Logins alone spend a window too: the fifth is refused, though its key
+	// is right, and is no failed login (the address's credential window is
+	// untouched).
+	_, key2 := e.company("beta")
+	for range 4 {
+		e.rawSession(key2).say("QUIT", "221")
+	}
+	raw, err := net.DialTimeout("tcp", e.smtpAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	d = &dataSession{t: t, c: raw, raw: raw, r: bufio.NewReader(raw)}
+	d.reply() // greeting
+	d.say("EHLO client.test", "250")
+	d.say("STARTTLS", "220")
+	tc := tls.Client(raw, e.clientTLS)
+	d.c, d.r = tc, bufio.NewReader(tc)
+	d.say("EHLO client.test", "250")
+	d.write("AUTH PLAIN " + base64.StdEncoding.EncodeToString([]byte("\x00"+key2+"\x00x")) + "\r\n")
+	if got := d.reply(); !strings.HasPrefix(got, "454 4.7.0 ") || !strings.Contains(got, "retry after") {
+		t.Fatalf("the fifth login: got %q, want 454 4.7.0 with the wait", got)
+	}
+	d.say("MAIL FROM:<monitor@example.com>", "530") // not logged in
 }
 
 // TestMailClientsTextLeavesAsWritten: what common mail clients send reaches

@@ -97,18 +97,21 @@ func TestRefusalsAreSMTPReplies(t *testing.T) {
 }
 
 // TestSendsCountInTheAPIRateLimit: each recipient is a send in the API
-// key's general window; past it, RCPT answers 452.
+// key's general window (the login and the MAIL counted in the first); past
+// it, RCPT answers 452, and a new connection's login 454 (the client logs
+// in for each mail).
 func TestSendsCountInTheAPIRateLimit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, options{general: pacing.Rate{Limit: 2, Window: time.Hour}})
+	e := newEnv(t, options{general: pacing.Rate{Limit: 3, Window: time.Hour}})
 	id, key := e.company("acme")
 	e.phone(id, "pixel7")
 	c := e.mailer(key, "x")
-	if err := e.send(c, "hi", "+15551234567@"+domain, "+15551234568@"+domain); err != nil {
-		t.Fatalf("two sends within the limit: %v", err)
+	if err := e.send(c, "hi", "+15551234567@"+domain, "+15551234568@"+domain, "+15551234569@"+domain); err != nil {
+		t.Fatalf("three sends within the limit: %v", err)
 	}
-	if err := e.send(c, "hi", "+15551234569@"+domain); smtpCode(err) != 452 {
-		t.Errorf("third send: got %v (code %d), want 452", err, smtpCode(err))
+	err := e.send(c, "hi", "+15551234570@"+domain)
+	if err == nil || !strings.Contains(err.Error(), "454") || !strings.Contains(err.Error(), "Rate limit") {
+		t.Errorf("fourth send: got %v, want its login refused 454 for the rate limit", err)
 	}
 }
 

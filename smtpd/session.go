@@ -40,9 +40,11 @@ type session struct {
 	key   string // the API key the session logged in with; "" before AUTH
 	from  string // the mail's envelope sender (MAIL FROM), for its key (mailKey)
 	rcpts []recipient
-	// firstRcpt: the mail's MAIL was counted in the rate limit and no RCPT
-	// has used that count yet
-	firstRcpt bool
+	// credit: a request was counted in the API key's rate limit (by the
+	// login or the MAIL) that no recipient has used yet; the next MAIL or
+	// RCPT is in it. Reset (RSET, a new greeting, a mail's end) spends it,
+	// so a MAIL after RSET counts again.
+	credit bool
 
 	mu      sync.Mutex     // guards chunked: Data runs on go-smtp's goroutine of a chunked mail
 	chunked *io.PipeReader // the text of the last chunked (BDAT) mail, until settleChunked
@@ -89,7 +91,14 @@ func (ss *session) login(user, pass string) error {
 	p, err := ss.s.deps.Accounts.Authenticate(context.Background(), key)
 	switch {
 	case err == nil && strings.HasPrefix(key, account.APIKeyPrefix):
-		ss.p, ss.key = p, key
+		// A login is a request of the key, as an API call with it is: a
+		// client that connected, logged in and left had the key checked
+		// without end. Its count covers the mail that follows (credit).
+		if res := ss.s.deps.Limits.CountRequest(p.Identity()); !res.Allowed {
+			return &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+				Message: fmt.Sprintf("Rate limit: %s in this window; retry after %s", problem.Count(res.Limit, "request"), problem.Count(res.ResetSeconds(), "second"))}
+		}
+		ss.p, ss.key, ss.credit = p, key, true
 		return nil
 	case err == nil || problem.Is(err, problem.Unauthorized):
 		// A wrong key, or an access token: it lives 15 minutes, no
@@ -103,21 +112,23 @@ func (ss *session) login(user, pass string) error {
 	}
 }
 
-// Mail begins a mail. It is one request in the API key's general window,
-// as its key check makes it one: uncounted, a client that sent only MAIL
-// and RSET had the key checked without end. The mail's first RCPT is in
-// this count (firstRcpt), so a mail to n recipients costs n requests, as n
-// API sends would, and one to none costs one.
+// Mail begins a mail. It is a request in the API key's general window, as
+// its key check makes it one: uncounted, a client that sent only MAIL and
+// RSET had the key checked without end. A MAIL right after the login is
+// in the login's count, and the mail's first RCPT in the MAIL's (credit),
+// so a mail to n recipients costs n requests, as n API sends would, and
+// one to none costs one.
 func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	if err := ss.keyCurrent(); err != nil {
 		return err
 	}
-	ss.firstRcpt = false
-	if err := ss.countRequest(); err != nil {
-		return err
+	if !ss.credit {
+		if err := ss.countRequest(); err != nil {
+			return err
+		}
 	}
 	ss.settleChunked()
-	ss.from, ss.rcpts, ss.firstRcpt = from, nil, true
+	ss.from, ss.rcpts, ss.credit = from, nil, true
 	return nil
 }
 
@@ -191,9 +202,9 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	// is read, as every API request counts whatever its answer: a refused
 	// address costs the store reads below too, and was free before, so one
 	// connection could name unknown pools without end. The mail's first
-	// recipient was counted with its MAIL.
-	if ss.firstRcpt {
-		ss.firstRcpt = false
+	// recipient was counted with its MAIL (or the login before it).
+	if ss.credit {
+		ss.credit = false
 	} else if err := ss.countRequest(); err != nil {
 		return err
 	}
@@ -573,7 +584,7 @@ func (ss *session) send(rc recipient, m Mail, mk mailKey) error {
 // Reset ends the mail: go-smtp calls it after a mail's reply, on RSET and
 // on a new greeting.
 func (ss *session) Reset() {
-	ss.rcpts, ss.firstRcpt = nil, false
+	ss.rcpts, ss.credit = nil, false
 	if ss.life != nil {
 		ss.life.mailDone()
 	}
