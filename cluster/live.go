@@ -10,8 +10,15 @@ import (
 	"time"
 )
 
-// liveTopic begins the topic of a company's live events: "live.<company>".
-const liveTopic = "live."
+// liveTopic begins the topic of a company's live events: "live.<company>"
+// for its messages, "live.<company>.device" (deviceTopic after it) for its
+// devices' links coming and going. A node subscribed to "live.*" alone
+// (one from before the devices' events) hears none of the latter: "*" is
+// one token.
+const (
+	liveTopic   = "live."
+	deviceTopic = ".device"
+)
 
 // liveGapCheck is how often Live looks whether the bus reconnected: core
 // NATS keeps nothing for a node while it is away, so the tabs of a node
@@ -84,6 +91,41 @@ func (l *Live) Offer(company uint64, body []byte) {
 	default:
 	}
 	l.bus.publish(liveTopic+strconv.FormatUint(company, 10), body, &l.dropped)
+}
+
+// OfferDevice publishes a company's device event (a link came or went) for
+// the other nodes, as Offer does a message's: in the same queue, counted in
+// Dropped the same way.
+func (l *Live) OfferDevice(company uint64, body []byte) {
+	select {
+	case <-l.stop:
+		l.dropped.Add(1)
+		return
+	default:
+	}
+	l.bus.publish(liveTopic+strconv.FormatUint(company, 10)+deviceTopic, body, &l.dropped)
+}
+
+// HearDevices subscribes to every company's device events of the other
+// nodes (OfferDevice), handing each to deliver as StartLive does messages
+// (on the bus's goroutine: deliver must not block). A reconnection of the
+// bus calls StartLive's onGap for these too. The subscription ends with
+// the bus.
+func (l *Live) HearDevices(deliver func(company uint64, body []byte) error) error {
+	err := l.bus.Subscribe(liveTopic+"*"+deviceTopic, func(m Message) {
+		id := strings.TrimSuffix(strings.TrimPrefix(m.Topic, liveTopic), deviceTopic)
+		company, err := strconv.ParseUint(id, 10, 64)
+		if err == nil {
+			err = deliver(company, m.Data)
+		}
+		if err != nil {
+			l.log.Warn("live device event from the bus ignored", "topic", m.Topic, "err", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("live device events: %w", err)
+	}
+	return nil
 }
 
 // Dropped is how many events offered never reached the bus: dropped on

@@ -166,3 +166,50 @@ func TestLiveCountsTheEventsTheBusDrops(t *testing.T) {
 		t.Fatalf("dropped %d of %d events offered with the bus's queue full, want all", got, offered)
 	}
 }
+
+// A device's event (a link came or went) travels on its own topic: the
+// other nodes hand it to their devices' deliver, never to the messages'
+// one, which a node that knows no device events (subscribed to "live.*"
+// alone) keeps to.
+func TestLiveCarriesDeviceEventsApartFromMessages(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	a, b := connect(t, url, "a"), connect(t, url, "b")
+	la, _ := startLive(t, a)
+	lb, gotB := startLive(t, b)
+	devices := make(chan liveGot, 16)
+	if err := lb.HearDevices(func(company uint64, body []byte) error {
+		devices <- liveGot{company, string(body)}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.Publish("live.x.device", []byte(`{}`)) // no company: nobody's
+	la.OfferDevice(7, []byte(`{"device":"fp-1","online":true}`))
+	la.Offer(7, []byte(`{"id":1}`))
+	select {
+	case g := <-devices:
+		if want := (liveGot{7, `{"device":"fp-1","online":true}`}); g != want {
+			t.Fatalf("device event on b: got %+v, want %+v", g, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the device event never reached b")
+	}
+	select {
+	case g := <-gotB:
+		if want := (liveGot{7, `{"id":1}`}); g != want {
+			t.Fatalf("message on b: got %+v, want %+v (the device event went to the messages?)", g, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message never reached b")
+	}
+	if err := b.Ready(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(devices) != 0 || len(gotB) != 0 {
+		t.Fatalf("more than one event each: %d device, %d message", len(devices), len(gotB))
+	}
+}

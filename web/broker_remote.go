@@ -34,14 +34,25 @@ func (b *Broker) RenderLive(m store.Message) (company uint64, body []byte, err e
 // JSON value without line breaks: a broken or hostile body from the bus can
 // neither add frames to a stream nor reach a tab.
 func (b *Broker) Deliver(company uint64, body []byte) error {
+	return b.deliver(company, liveEvent{eventMessage, body})
+}
+
+// DeliverDevice fans a device's event (RenderDevice, on this node or
+// another) out to the company's tabs on this node, as Deliver does a
+// message's.
+func (b *Broker) DeliverDevice(company uint64, body []byte) error {
+	return b.deliver(company, liveEvent{eventDevice, body})
+}
+
+func (b *Broker) deliver(company uint64, ev liveEvent) error {
 	if company == 0 {
 		return errors.New("live event without a company")
 	}
-	if bytes.ContainsAny(body, "\r\n") || !json.Valid(body) {
-		return fmt.Errorf("live event for company %d: not one line of JSON", company)
+	if bytes.ContainsAny(ev.body, "\r\n") || !json.Valid(ev.body) {
+		return fmt.Errorf("live %s event for company %d: not one line of JSON", ev.name, company)
 	}
 	if b.told(company) { // as MessageChanged: a tab opened meanwhile learns it missed one
-		b.publish(company, body)
+		b.publish(company, ev)
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ func TestLiveEventReachesATabOnAnotherNode(t *testing.T) {
 	for name, s := range map[string]*subscriber{"a's own tab": local, "b's tab": tab} {
 		select {
 		case got := <-s.events:
-			if string(got) != string(body) || !strings.Contains(string(got), `"status":"delivered"`) {
+			if got.name != "message" || string(got.body) != string(body) || !strings.Contains(string(got.body), `"status":"delivered"`) {
 				t.Fatalf("%s got %s, want %s", name, got, body)
 			}
 		case <-time.After(10 * time.Second):

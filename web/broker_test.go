@@ -132,3 +132,34 @@ func TestBrokerSaysWhatAStreamMissedSinceItsPage(t *testing.T) {
 		t.Error("a fresh mark catches up after a sweep")
 	}
 }
+
+// TestBrokerTellsADevicesLinkToItsCompanyOnly: a device's link coming or
+// going reaches its company's tabs as a "device" event, another company's
+// none, and counts as a change for a page drawn before it (missed); one
+// delivered from another node too.
+func TestBrokerTellsADevicesLinkToItsCompanyOnly(t *testing.T) {
+	t.Parallel()
+	b := NewBroker(StreamConfig{Buffer: 4}, nil)
+	mine, _ := b.subscribe(1, 1, "s1")
+	other, _ := b.subscribe(2, 2, "s2")
+	mark := b.Mark()
+	b.DeviceChanged(1, "fp-1", true)
+	if got := <-mine.events; got.name != "device" || string(got.body) != `{"device":"fp-1","online":true}` {
+		t.Errorf("the company's tab got %s %s", got.name, got.body)
+	}
+	if len(other.events) != 0 {
+		t.Errorf("another company's tab got %d events", len(other.events))
+	}
+	if !b.missed(1, mark) || b.missed(2, mark) {
+		t.Errorf("after a link of company 1: missed 1 %v, 2 %v", b.missed(1, mark), b.missed(2, mark))
+	}
+	if err := b.DeliverDevice(2, RenderDevice("fp-9", false)); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-other.events; got.name != "device" || string(got.body) != `{"device":"fp-9","online":false}` {
+		t.Errorf("a delivered device event reached the tab as %s %s", got.name, got.body)
+	}
+	if err := b.DeliverDevice(2, []byte("{}\n\nevent: message")); err == nil || len(other.events) != 0 {
+		t.Error("a device event of more than one line of JSON was delivered")
+	}
+}

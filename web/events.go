@@ -167,12 +167,27 @@ type companyChange struct {
 	at  time.Time
 }
 
+// liveEvent is one event for a tab: its name (eventMessage, eventDevice)
+// and its data, one line of JSON.
+type liveEvent struct {
+	name string
+	body []byte
+}
+
+// The events a stream carries besides catchup, signedout and unavailable:
+// a message as the page draws it (liveMessage), and a device's link coming
+// or going (liveDevice).
+const (
+	eventMessage = "message"
+	eventDevice  = "device"
+)
+
 // subscriber is one tab's stream. events is written by publishers (never
 // closed); gone is closed once (once), by the broker when it drops the tab.
 type subscriber struct {
 	company, user uint64
 	session       string
-	events        chan []byte
+	events        chan liveEvent
 	gone          chan struct{}
 	once          sync.Once
 	released      bool // guarded by Broker.mu
@@ -295,7 +310,7 @@ func (b *Broker) subscribe(company, user uint64, session string) (*subscriber, e
 	case b.total >= b.cfg.Max:
 		return nil, errServerStreams
 	}
-	s := &subscriber{company: company, user: user, session: session, events: make(chan []byte, b.cfg.Buffer), gone: make(chan struct{})}
+	s := &subscriber{company: company, user: user, session: session, events: make(chan liveEvent, b.cfg.Buffer), gone: make(chan struct{})}
 	if b.subs[company] == nil {
 		b.subs[company] = map[*subscriber]struct{}{}
 	}
@@ -368,7 +383,31 @@ func (b *Broker) MessageChanged(m store.Message) {
 	if err != nil {
 		return
 	}
-	b.publish(m.CompanyID, body)
+	b.publish(m.CompanyID, liveEvent{eventMessage, body})
+}
+
+// liveDevice is a device's presence as the pages draw it: the badge of the
+// device (its fingerprint) online or offline, as a reload would draw it.
+type liveDevice struct {
+	Device string `json:"device"`
+	Online bool   `json:"online"`
+}
+
+// RenderDevice is the data of a "device" event: the device whose link
+// came or went, and whether it is online now.
+func RenderDevice(fingerprint string, online bool) []byte {
+	body, _ := json.Marshal(liveDevice{Device: fingerprint, Online: online}) // a string and a bool always marshal
+	return body
+}
+
+// DeviceChanged tells the company's tabs that a device's link came or
+// went (its badge: online or not now). It never blocks. A page drawn
+// before it and streaming after catches up (missed), as for a message.
+func (b *Broker) DeviceChanged(company uint64, fingerprint string, online bool) {
+	if !b.told(company) {
+		return
+	}
+	b.publish(company, liveEvent{eventDevice, RenderDevice(fingerprint, online)})
 }
 
 // told notes a change of the company's messages (note) and says whether
@@ -380,7 +419,7 @@ func (b *Broker) told(company uint64) bool {
 	return len(b.subs[company]) > 0
 }
 
-func (b *Broker) publish(company uint64, body []byte) {
+func (b *Broker) publish(company uint64, ev liveEvent) {
 	b.mu.Lock()
 	targets := make([]*subscriber, 0, len(b.subs[company]))
 	for s := range b.subs[company] {
@@ -389,7 +428,7 @@ func (b *Broker) publish(company uint64, body []byte) {
 	b.mu.Unlock()
 	for _, s := range targets {
 		select {
-		case s.events <- body:
+		case s.events <- ev:
 		default:
 			// Too slow: drop it; its EventSource reconnects and reloads.
 			b.drop(s)
@@ -519,7 +558,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			err = send(": ping\n\n")
-		case body := <-sub.events:
+		case ev := <-sub.events:
 			// A message goes to a session checked within the last second:
 			// a user removed, or signed out elsewhere, got the company's
 			// messages until the next heartbeat, up to 25 s later. Once a
@@ -528,7 +567,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 			if !c.deps.Now().Before(checked.Add(streamEventCheck)) && ended() {
 				return
 			}
-			err = send("event: message\ndata: %s\n\n", body)
+			err = send("event: %s\ndata: %s\n\n", ev.name, ev.body)
 		}
 		if err != nil {
 			return

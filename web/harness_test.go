@@ -157,6 +157,9 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 		t.Fatal(err)
 	}
 	broker := web.NewBroker(o.streams, clk.Now)
+	// The tabs hear of the phones' links coming and going, as simrelay
+	// serve's do (without device presence's events: nothing here reads them).
+	hub.SetPresence(web.DevicePresence{Online: hub.Online, Tell: broker.DeviceChanged})
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	consoleURL := publicURL
@@ -344,6 +347,15 @@ func (e *env) linkPhone(reg client.Registration, autoReport bool) *client.Phone 
 // autoReport is set.
 func (e *env) runPhone(reg client.Registration, hello proto.Hello, autoReport bool) *client.Phone {
 	e.t.Helper()
+	ph, stop := e.runPhoneUntil(reg, hello, autoReport)
+	e.t.Cleanup(stop)
+	return ph
+}
+
+// runPhoneUntil is runPhone until stop, which ends the phone's link and
+// waits for its goroutine (once; later calls do nothing).
+func (e *env) runPhoneUntil(reg client.Registration, hello proto.Hello, autoReport bool) (*client.Phone, func()) {
+	e.t.Helper()
 	var ph *client.Phone
 	ph = client.New(client.Config{
 		WSURL: reg.WSURL, Token: reg.DeviceToken, Hello: hello,
@@ -360,9 +372,10 @@ func (e *env) runPhone(reg client.Registration, hello proto.Hello, autoReport bo
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ph.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
 	poll.Until(e.t, "the link is up", ph.Connected)
-	return ph
+	return ph, stop
 }
 
 // pairingCode makes a code through the API with the company's key.

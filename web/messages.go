@@ -8,6 +8,7 @@ import (
 	"time"
 
 	androidproto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/window"
@@ -150,16 +151,86 @@ func (c *Console) thread(r *http.Request, q *req, fp, phone string) ([]liveMessa
 	return out, nil
 }
 
-// threadJSON reloads a thread after the live stream reconnected, when events
-// may have been missed.
+// threadJSON reloads what the messages page shows of a device after the
+// live stream reconnected, or opened after a change it never carried: the
+// open thread (none without a phone), the conversation list as the page
+// draws it, and which of the company's devices are online (the device
+// list's badges). One request, as the page's reload was.
 func (c *Console) threadJSON(w http.ResponseWriter, r *http.Request, q *req) error {
-	msgs, err := c.thread(r, q, query(r).Get("device"), query(r).Get("phone"))
+	fp, phone := query(r).Get("device"), query(r).Get("phone")
+	out := threadAnswer{Messages: []liveMessage{}, Convs: []liveConv{}}
+	var err error
+	if phone != "" {
+		out.Messages, err = c.thread(r, q, fp, phone)
+	}
+	if err == nil {
+		out.Convs, out.More, err = c.convs(r, q, fp)
+	}
+	if err == nil {
+		out.Online, err = c.devicesOnline(r, q.p().CompanyID)
+	}
 	if err != nil {
 		c.answerJSON(w, r, err)
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// threadAnswer is threadJSON's answer.
+type threadAnswer struct {
+	Messages []liveMessage `json:"messages"`
+	Convs    []liveConv    `json:"convs"`
+	// More: older conversations are not listed (messagesData.More).
+	More bool `json:"more"`
+	// Online: each of the company's devices, by fingerprint, online or not.
+	Online map[string]bool `json:"online"`
+}
+
+// liveConv is a conversation of the list as the page's script draws it.
+type liveConv struct {
+	Phone string `json:"phone"`
+	// PhoneDisplay is Phone formatted for reading (numplan.Display).
+	PhoneDisplay string `json:"phone_display"`
+	Last         string `json:"last"`
+}
+
+// convs is the device's conversation list as the page draws it, and
+// whether older ones are left out.
+func (c *Console) convs(r *http.Request, q *req, fp string) ([]liveConv, bool, error) {
+	list, err := c.deps.SMS.Conversations(r.Context(), q.p().CompanyID, fp, convListSize)
+	if err != nil {
+		return nil, false, err
+	}
+	out := make([]liveConv, 0, len(list))
+	text := 0
+	for _, cv := range list {
+		text += len(cv.LastMessage)
+		out = append(out, liveConv{Phone: cv.Phone, PhoneDisplay: numplan.Display(cv.Phone), Last: preview(cv.LastMessage)})
+	}
+	return out, len(list) == convListSize || text >= store.ConversationsText, nil
+}
+
+// devicesOnline says of each of the company's devices whether it is online
+// now, as the pages' badges draw it (deviceRows), in one question to the
+// hub.
+func (c *Console) devicesOnline(r *http.Request, companyID uint64) (map[string]bool, error) {
+	devs, err := c.deps.Devices.List(r.Context(), companyID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(devs))
+	ids := make(map[string]uint64, len(devs))
+	for _, d := range devs {
+		out[d.Fingerprint] = false
+		ids[d.Fingerprint] = d.ID
+	}
+	if c.deps.Phones != nil {
+		for fp := range c.deps.Phones.Presence(ids) {
+			out[fp] = true
+		}
+	}
+	return out, nil
 }
 
 func (c *Console) sendSMS(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {

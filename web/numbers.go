@@ -197,13 +197,16 @@ func (c *Console) numberMessages(r *http.Request, q *req, n channel.Number) ([]l
 	return out, nil
 }
 
-// numberMessagesJSON reloads the list after the live stream reconnected.
+// numberMessagesJSON reloads the list after the live stream reconnected,
+// or opened after a change it never carried, with the agent's badge.
 func (c *Console) numberMessagesJSON(w http.ResponseWriter, r *http.Request, q *req) error {
 	n, err := c.number(r, q)
 	if err == nil {
 		var msgs []liveMessage
 		if msgs, err = c.numberMessages(r, q, n); err == nil {
-			writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+			// And its agent's badge, online or not now.
+			row := rowOf(n, nil, c.numbersPresence(n))
+			writeJSON(w, http.StatusOK, map[string]any{"messages": msgs, "online": row.Online})
 			return nil
 		}
 	}

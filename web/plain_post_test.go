@@ -77,7 +77,7 @@ func TestPlainPostOfTheSendBoxComesBackToItsDevice(t *testing.T) {
 	if to.Path != "/console/messages" || to.Query().Get("device") != "fp-2" || to.Query().Get("field") != "phone" {
 		t.Fatalf("refused to %s, want the thread of fp-2 naming phone", to)
 	}
-	if !strings.Contains(p.body, `name="device_fingerprint" value="fp-2"`) || !strings.Contains(p.body, `<option value="fp-2" selected>`) {
+	if !strings.Contains(p.body, `name="device_fingerprint" value="fp-2"`) || !strings.Contains(p.body, `<option value="fp-2" selected data-online=`) {
 		t.Errorf("the page it came back to sends from another device: %.3000s", p.body)
 	}
 	if msg := to.Query().Get("err"); !strings.Contains(html.UnescapeString(p.body), `id="err-phone">`+msg+`</span>`) {

@@ -403,7 +403,7 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q 
 		writeJSON(w, pe.Status(), pe)
 		return
 	}
-	if pe.Status() == http.StatusForbidden {
+	if wholeRefusal(pe) {
 		// A refusal (a stale or forged form, an action above the user's
 		// role) is nothing to correct in the form: the status says so too.
 		c.fail(w, r, nil, pe)
@@ -417,6 +417,22 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q 
 		bind = c.bindOf(r, lv, q)
 	}
 	http.Redirect(w, r, c.flash.failure(back, bind, pe.Message, pe.Field), http.StatusSeeOther)
+}
+
+// wholeRefusal says whether a plain post's refusal is of the request
+// itself (its form's token, the user's role, sign-up closed), answered
+// with the error page and its 403, rather than of what the form asked,
+// which comes back to the form's page with the message, as a 400 or a 409
+// does: a send through a paused number, to a number on the opt-out list,
+// from a disabled device or with a SIM the device does not have (all 403
+// on the API) came to the error page, the form and its page gone, when
+// posted before the page's script had loaded (or without it).
+func wholeRefusal(pe *problem.Error) bool {
+	switch pe.Code {
+	case problem.Forbidden, problem.UserTokenRequired, problem.SignupClosed:
+		return true
+	}
+	return false
 }
 
 // fail renders an error page for a GET; to the console's script, which

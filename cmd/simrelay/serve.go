@@ -171,10 +171,19 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	// Devices mail their admins when offline.
 	devices.SetAlerts(device.Alerts{Mailer: mailer, OfflineGrace: cfg.offlineGrace,
 		DevicesURL: cfg.publicURL + web.Prefix + "/devices", Logger: log.With("component", "device")})
+	// The console's live views hear of devices' links coming and going
+	// (livePresence) as of message changes, on a cluster of every node's.
+	broker := web.NewBroker(cfg.streams, now)
+	live, err := startLive(node.bus, broker, log.With("component", "live"))
+	if err != nil {
+		return err
+	}
+	defer live.Close() // before node.leave closes the bus
 	presence := devices.NewPresence(routes.presenceOnline)
-	hub.SetPresence(presence)
+	linked := web.DevicePresence{Next: presence, Online: routes.Online, Tell: live.DeviceChanged}
+	hub.SetPresence(linked)
 	if routes.gw != nil {
-		routes.gw.SetPresence(presence)
+		routes.gw.SetPresence(linked)
 	}
 	defer presence.Stop() // before the store closes: an offline check may be writing
 	// Presence, not presenceOnline: a device is left alone only when it is
@@ -211,13 +220,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	st.SetPlans(bill)
 	// The console's live updates hear of every message change after its
 	// commit, on a cluster those of every node (serve_live.go).
-	broker := web.NewBroker(cfg.streams, now)
 	shared.shareStreams(broker)
-	live, err := startLive(node.bus, broker, log.With("component", "live"))
-	if err != nil {
-		return err
-	}
-	defer live.Close() // before node.leave closes the bus
 	messages.SetWatcher(live)
 	agents.SetWatcher(live)
 	console, err := web.New(web.Config{PublicURL: cfg.publicURL, Email: consoleEmail(cfg.smtpIn, smtpLn)}, web.Deps{Accounts: accounts, Devices: devices, SMS: messages, Channels: agents,

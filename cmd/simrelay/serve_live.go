@@ -12,7 +12,8 @@ import (
 )
 
 // liveViews feeds the console's live streams (sms.Watcher and
-// channel's): every committed message change goes to this node's tabs and,
+// channel's, and devices' links through web.DevicePresence): every
+// committed message change, and every link that came or went, goes to this node's tabs and,
 // on a cluster, through the bus to the tabs of every other node, so a tab
 // shows what any node committed. On a single node it is the broker alone,
 // exactly as before: nothing is rendered twice, nothing queued.
@@ -33,8 +34,28 @@ func startLive(bus *cluster.Bus, broker *web.Broker, log *slog.Logger) (*liveVie
 	if err != nil {
 		return nil, fmt.Errorf("console live views: %w", err)
 	}
+	if err := relay.HearDevices(broker.DeliverDevice); err != nil {
+		relay.Close()
+		return nil, fmt.Errorf("console live views: %w", err)
+	}
 	l.relay = relay
 	return l, nil
+}
+
+// DeviceChanged hands a device's link coming or going (online: whether it
+// is linked now) to the local tabs, then offers it to the other nodes, as
+// MessageChanged does a message (web.DevicePresence calls it).
+func (l *liveViews) DeviceChanged(company uint64, fingerprint string, online bool) {
+	if l.relay == nil {
+		l.broker.DeviceChanged(company, fingerprint, online)
+		return
+	}
+	body := web.RenderDevice(fingerprint, online)
+	if err := l.broker.DeliverDevice(company, body); err != nil {
+		l.log.Error("console live view", "err", err)
+		return
+	}
+	l.relay.OfferDevice(company, body)
 }
 
 // MessageChanged hands a committed change to the local tabs, then offers

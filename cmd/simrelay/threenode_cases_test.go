@@ -92,12 +92,17 @@ func testLiveViewAcrossNodes(t *testing.T, c *cluster3) {
 	defer l.stop()
 	// Sent on A too: this case is about the live view alone, not routing.
 	id := c.sendSMS(t, c.nodes["a"], "watched on c", nil)
+	// The phone's link on A shows it online on C's pages too (its badge),
+	// as a device event on the same stream.
+	var online, delivered bool
 	for line := range lines {
-		if strings.Contains(line, `"queue_id":"`+id+`"`) && strings.Contains(line, `"status":"delivered"`) {
+		online = online || line == `data: {"device":"cluster-phone","online":true}`
+		delivered = delivered || strings.Contains(line, `"queue_id":"`+id+`"`) && strings.Contains(line, `"status":"delivered"`)
+		if online && delivered {
 			return
 		}
 	}
-	t.Fatalf("the live view on C never showed %s delivered (reported through A) within %s", id, clusterWait)
+	t.Fatalf("the live view on C showed %s delivered (reported through A): %v; the phone online on A: %v; within %s", id, delivered, online, clusterWait)
 }
 
 // The cluster has no sticky sessions: a plain form post refused on A

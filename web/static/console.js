@@ -424,26 +424,59 @@
   function upsert(m) {
     if (m.channel && m.channel !== "sms") { agentUpsert(m); return; }
     if (!chat || m.device !== chat.getAttribute("data-device")) { return; }
-    if (m.phone === chat.getAttribute("data-phone") && thread) {
-      if (!draw(m)) { return; }
-      drawn(m);
-    }
+    if (smsDraw(m)) { drawn(m); }
+  }
+
+  // smsDraw puts an SMS of the page's device in the open thread (when it is
+  // that thread's) and at the top of the conversation list; false when it
+  // was a late copy of an older state of a message of the thread.
+  function smsDraw(m) {
+    if (m.phone === chat.getAttribute("data-phone") && thread && !draw(m)) { return false; }
+    convTop({phone: m.phone, phone_display: m.phone_display, last: m.text});
+    return true;
+  }
+
+  // convItem is a conversation of the list, as the page draws it.
+  function convItem(c) {
+    var item = document.createElement("li");
+    item.setAttribute("data-phone", c.phone);
+    var a = document.createElement("a");
+    a.href = "/console/messages?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(c.phone);
+    if (c.phone === chat.getAttribute("data-phone")) { a.setAttribute("aria-current", "true"); }
+    var strong = document.createElement("strong"); strong.appendChild(isolated(c.phone_display || c.phone));
+    var last = document.createElement("span"); last.className = "last"; last.dir = "auto"; last.textContent = c.last;
+    a.appendChild(strong); a.appendChild(last); item.appendChild(a);
+    return item;
+  }
+
+  // convTop brings a conversation to the top of the list with its last
+  // message, adding it when it is not listed.
+  function convTop(c) {
     var convs = document.getElementById("convs");
     if (!convs) { return; }
-    var item = convs.querySelector('li[data-phone="' + CSS.escape(m.phone) + '"]');
-    if (!item) {
-      item = document.createElement("li");
-      item.setAttribute("data-phone", m.phone);
-      var a = document.createElement("a");
-      a.href = "/console/messages?device=" + encodeURIComponent(m.device) + "&phone=" + encodeURIComponent(m.phone);
-      var strong = document.createElement("strong"); strong.appendChild(isolated(m.phone_display || m.phone));
-      var last = document.createElement("span"); last.className = "last"; last.dir = "auto";
-      a.appendChild(strong); a.appendChild(last); item.appendChild(a);
-      var none = document.getElementById("no-convs");
-      if (none) { none.remove(); }
-    }
-    item.querySelector(".last").textContent = m.text;
+    var item = convs.querySelector('li[data-phone="' + CSS.escape(c.phone) + '"]');
+    if (item) { item.querySelector(".last").textContent = c.last; } else { item = convItem(c); }
+    var none = document.getElementById("no-convs");
+    if (none) { none.remove(); }
     convs.insertBefore(item, convs.firstChild);
+  }
+
+  // presence draws a device's badge online or offline: the messages page's
+  // device list ("(online)" after its name) and a number's agent.
+  function presence(d) {
+    document.querySelectorAll("#device option").forEach(function (o) {
+      if (o.value !== d.device) { return; }
+      var was = o.getAttribute("data-online") === "true";
+      if (was === d.online) { return; }
+      var name = was ? o.textContent.slice(0, -" (online)".length) : o.textContent;
+      o.textContent = name + (d.online ? " (online)" : "");
+      o.setAttribute("data-online", d.online ? "true" : "false");
+    });
+    document.querySelectorAll("[data-online][data-device]").forEach(function (b) {
+      if (b.getAttribute("data-device") !== d.device) { return; }
+      b.className = "badge " + (d.online ? "online" : "offline");
+      b.textContent = d.online ? "online" : "offline";
+    });
   }
 
   // WhatsApp and iMessage: a number's page lists its messages, newest first.
@@ -541,27 +574,41 @@
       .then(function (b) {
         done();
         if (!b) { return; }
-        redraw(b.messages);
+        redraw(b);
         Object.keys(since).forEach(function (id) { drawAgain(since[id]); });
       }, function (err) { done(); throw err; }).catch(unreached);
   }
 
   function reloadAgent() {
-    reload(location.pathname.replace(/\/$/, "") + "/messages", function (messages) {
+    reload(location.pathname.replace(/\/$/, "") + "/messages", function (b) {
       agentMsgs.textContent = "";
-      messages.forEach(function (m) { agentMsgs.appendChild(agentRow(m)); });
+      b.messages.forEach(function (m) { agentMsgs.appendChild(agentRow(m)); });
+      var badge = document.querySelector("#number-state [data-online][data-device]");
+      if (badge) { presence({device: badge.getAttribute("data-device"), online: !!b.online}); }
     }, agentDraw);
   }
 
+  // reloadThread reloads what the messages page shows of its device: the
+  // open thread (if one is open), the conversation list and the devices'
+  // badges, in one request.
   function reloadThread() {
     if (agentMsgs) { reloadAgent(); return; }
     if (!chat) { return; }
-    var phone = chat.getAttribute("data-phone");
-    if (!phone || !thread) { return; }
-    reload("/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone), function (messages) {
-      thread.textContent = "";
-      messages.forEach(function (m) { thread.appendChild(msgEl(m)); });
-    }, draw);
+    var phone = chat.getAttribute("data-phone") || "";
+    reload("/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone), function (b) {
+      if (phone && thread) {
+        thread.textContent = "";
+        b.messages.forEach(function (m) { thread.appendChild(msgEl(m)); });
+      }
+      var convs = document.getElementById("convs");
+      if (convs && b.convs) {
+        convs.textContent = "";
+        b.convs.forEach(function (c) { convs.appendChild(convItem(c)); });
+        var none = document.getElementById("no-convs");
+        if (none && b.convs.length) { none.remove(); }
+      }
+      Object.keys(b.online || {}).forEach(function (fp) { presence({device: fp, online: b.online[fp]}); });
+    }, smsDraw);
   }
 
   function sent(form, out) {
@@ -642,6 +689,7 @@
       });
       es.addEventListener("catchup", function () { if (!caught) { caught = true; reloadThread(); } });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
+      es.addEventListener("device", function (ev) { presence(JSON.parse(ev.data)); });
       es.addEventListener("signedout", function () { es.close(); live.setAttribute("data-live", "false"); sessionExpired(connect); });
       // The server could not check the session (its store is out of
       // reach): nothing says it ended, so ask why and come back.

@@ -1,0 +1,67 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/simrelay/simrelay/channel"
+)
+
+// TestBrowserSendWithoutTheScriptComesBackToItsPage: a send posted before
+// the page's script ran (here, with scripts off) that the number's pause
+// refuses comes back to the number's page with the refusal in its banner:
+// it was the console's 403 error page, the number and its form gone.
+func TestBrowserSendWithoutTheScriptComesBackToItsPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.runAgent(e.pairingCode(key), "agent-1", []string{"+15550100001"}, nil, false)
+	wa := e.numberID(1, channel.WhatsApp, "+15550100001")
+	paused := "paused"
+	if _, err := e.agents.Update(context.Background(), 1, channel.WhatsApp, wa, channel.Patch{Status: &paused}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := chrome(t)
+	if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+		t.Fatal(err)
+	}
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+	do(t, ctx, "open the number", chromedp.Navigate(e.url+"/console/numbers/whatsapp/"+wa), chromedp.WaitVisible(chromedp.CSS(`#agent-send`)))
+	do(t, ctx, "send", chromedp.SendKeys(field("to"), "+15550100999"), chromedp.SendKeys(field("content"), "Are you there?"),
+		chromedp.Click(chromedp.CSS(`#agent-send button[type=submit]`)))
+	waitFor(t, ctx, "the next page", `document.readyState === "complete" && !(document.querySelector("[name=content]") || {}).value`)
+	u, err := url.Parse(eval[string](t, ctx, `location.href`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bannerText := eval[string](t, ctx, `(document.getElementById("banner")||{}).textContent||""`)
+	title := eval[string](t, ctx, `document.title`)
+	if u.Path != "/console/numbers/whatsapp/"+wa || !strings.Contains(bannerText, "is paused") {
+		t.Fatalf("the refused send led to %s titled %q, banner %q; want the number's page saying it is paused", u.Path, title, bannerText)
+	}
+	form := eval[int](t, ctx, `document.querySelectorAll("#agent-send").length`)
+	if form != 1 {
+		t.Errorf("the page it came back to has %d send forms", form)
+	}
+}
+
+// A plain post of the send box to a number on the opt-out list comes back
+// to the device's thread with the refusal: it was the 403 error page.
+func TestPlainPostOfASendToAnOptedOutNumberComesBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.acmeWithPhone()
+	if p := b.post("/console/opt-outs", url.Values{"phone": {"+15550100000"}}); p.status != http.StatusOK {
+		t.Fatalf("opt out: %d %s", p.status, p.body)
+	}
+	p, to := b.plainPost("/console/messages/send", url.Values{"device_fingerprint": {"fp-1"}, "phone": {"+15550100000"}, "message": {"hi"}, "sim_slot": {"SIM1"}})
+	if to.Path != "/console/messages" || to.Query().Get("device") != "fp-1" || p.status != http.StatusOK || !strings.Contains(banner(p), "opted out") {
+		t.Fatalf("refused to %s: %d, banner %q", to, p.status, banner(p))
+	}
+}
