@@ -295,8 +295,10 @@ func (s *Service) removalFailed(id uint64, sweep time.Duration) closingRetry {
 // by a step of this node (CloseCompany, RunClosings) or, found ended by
 // RunClosings, another run's: what the server keeps in memory per company
 // goes with it (the agent channels' governor: channel Service.ForgetCompany).
-// A removal another node of a cluster ended before this one looked is not
-// told; what is kept must go by its own rule too. Call it before serving.
+// A removal another node of a cluster (or an admin command) ended before
+// this one looked is not told; what is kept must go by its own rule too
+// (the governor's: channel.Service asks the store once a minute). Call it
+// before serving.
 func (s *Service) OnRemoved(fn func(companyID uint64)) { s.removed = fn }
 
 // tellRemoved tells OnRemoved's function, if any, that the company is gone.

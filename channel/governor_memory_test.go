@@ -3,12 +3,14 @@ package channel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/internal/testclock"
 	"github.com/simrelay/simrelay/pacing"
@@ -107,4 +109,42 @@ func TestGovernorForgetsRemovedAndIdleNumbers(t *testing.T) {
 	if err := send(kept, keptNums[0]); err != nil {
 		t.Fatalf("a day on: %v", err)
 	}
+}
+
+// A company whose removal ended elsewhere (another node of a cluster, or
+// simrelay admin delete-company beside the running server: nothing tells
+// this node) leaves the governor at Run's next look for removed companies,
+// not a day later with the idle numbers; another company's numbers stay.
+func TestGovernorForgetsCompaniesRemovedElsewhere(t *testing.T) {
+	t.Parallel()
+	st := storetest.Open(t)
+	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	svc, err := channel.New(channel.Config{}, st, slog.New(slog.DiscardHandler), clk.Now, rand.NewPCG(1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	channel.SetRemovedEvery(svc, 10*time.Millisecond)
+	gone, _ := conformance.Company(t, st)
+	kept, _ := conformance.Company(t, st)
+	for i, c := range []store.Company{gone, gone, kept} {
+		d := conformance.Device(t, st, c.ID, fmt.Sprintf("fp-elsewhere-%d", i))
+		nums, err := st.AnnounceNumbers(c.ID, d.ID, channel.WhatsApp, []string{fmt.Sprintf("+1555000%04d", i)}, clk.Now().AddDate(0, -1, 0), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.Send(context.Background(), channel.SendInput{CompanyID: c.ID, Channel: channel.WhatsApp, NumberID: nums[0].PublicID,
+			To: "+15557654321", Content: "hi"}, func(store.Message) (int, []byte) { return 202, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := svc.GovernorNumbers(); n != 3 {
+		t.Fatalf("the governor holds %d numbers, want 3", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	conformance.RemoveCompany(t, st, gone.ID, 1000) // as another node or the admin command does
+	poll.Until(t, "the removed company's numbers leave the governor, the kept one's stay", func() bool { return svc.GovernorNumbers() == 1 })
 }

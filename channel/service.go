@@ -49,7 +49,17 @@ type Service struct {
 	watch    sms.Watcher
 	log      *slog.Logger
 	now      func() time.Time
+	// removedEvery is the period of Run's look for companies removed
+	// elsewhere (RemovedEvery; a test's own).
+	removedEvery time.Duration
 }
+
+// RemovedEvery is how often Run asks the store which companies of the
+// governor's numbers were removed (forgetRemoved): a company removed by
+// another node of a cluster, or by simrelay admin delete-company beside a
+// running server, leaves this node's governor within it. One query, and
+// only while the governor holds a number.
+const RemovedEvery = time.Minute
 
 // New returns the service; rnd is the governor's random source for the
 // gap's jitter (injected, so tests can replay it).
@@ -58,7 +68,7 @@ func New(cfg Config, st Store, log *slog.Logger, now func() time.Time, rnd rand.
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, store: st, gov: pacing.NewGovernor(rnd), log: log, now: now}, nil
+	return &Service{cfg: cfg, store: st, gov: pacing.NewGovernor(rnd), log: log, now: now, removedEvery: RemovedEvery}, nil
 }
 
 // SetDispatcher wires the hub; call it before serving.
@@ -350,9 +360,31 @@ func govKey(n store.AgentNumber) pacing.Key {
 // ForgetCompany drops what the governor keeps of the company's numbers,
 // once the company's removal ended (account.Service.OnRemoved): it holds
 // about 600 bytes a number, and a removed company's numbers send nothing
-// again.
+// again. A company whose removal ended elsewhere (another node, an admin
+// command) goes at Run's next look for them (forgetRemoved).
 func (s *Service) ForgetCompany(companyID uint64) {
 	s.gov.ForgetCompany(companyID)
+}
+
+// forgetRemoved forgets the companies of the governor's numbers that the
+// store no longer holds: their removal ended on another node of a cluster,
+// or by simrelay admin delete-company, which account.Service.OnRemoved
+// does not tell this node. One query for all of them, none while the
+// governor holds no number. It returns how many companies it forgot.
+func (s *Service) forgetRemoved() int {
+	ids := s.gov.Companies()
+	if len(ids) == 0 {
+		return 0
+	}
+	gone, err := s.store.GoneCompanies(ids)
+	if err != nil {
+		s.log.Warn("look for removed companies among the governor's; looked again within a minute", "err", err)
+		return 0
+	}
+	for _, id := range gone {
+		s.gov.ForgetCompany(id)
+	}
+	return len(gone)
 }
 
 // governorIdle is how long after its last dispatch (and the last job
@@ -365,7 +397,7 @@ func (s *Service) governorIdle() time.Duration {
 
 // sweepGovernor drops the state of the numbers that carry nothing now:
 // their windows empty and their gap long over. Numbers no longer
-// announced, and those of a company removed on another node, go so.
+// announced go so.
 func (s *Service) sweepGovernor() int {
 	return s.gov.Sweep(s.now(), s.governorIdle())
 }
@@ -374,20 +406,30 @@ func (s *Service) sweepGovernor() int {
 func (s *Service) GovernorNumbers() int { return s.gov.Len() }
 
 // Run prunes the index of accepted sends past the longest window, and the
-// governor's numbers that carry nothing (sweepGovernor), every hour until
-// ctx ends.
+// governor's numbers that carry nothing (sweepGovernor), every hour, and
+// forgets the companies removed elsewhere (forgetRemoved) every
+// RemovedEvery, until ctx ends; it does all three as it starts.
 func (s *Service) Run(ctx context.Context) {
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
+	hourly := time.NewTicker(time.Hour)
+	defer hourly.Stop()
+	removed := time.NewTicker(s.removedEvery)
+	defer removed.Stop()
 	for {
 		if _, err := s.store.PruneAgentSends(s.now().Add(-25 * time.Hour)); err != nil {
 			s.log.Error("prune the index of accepted WhatsApp and iMessage sends", "err", err)
 		}
+		s.forgetRemoved()
 		s.sweepGovernor()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-removed.C:
+				s.forgetRemoved()
+			case <-hourly.C:
+				break wait
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/internal/natstest"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -176,4 +178,80 @@ func TestOnePassWaitsOneDeadlineWhileTheStoreIsDown(t *testing.T) {
 	if reads := st.count() - before; reads != 1 {
 		t.Errorf("a sweep with a link's end to write again read the store %d times, want once", reads)
 	}
+}
+
+// heldHub links every device; its look at the store for a disconnect heard
+// waits until free is closed (a database that hangs, each look waiting out
+// the store's deadline), and it records the devices kicked.
+type heldHub struct {
+	*gateway.Hub
+	looking chan struct{} // closed as the first look begins
+	free    chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	kicked  map[devKey]bool
+}
+
+func (h *heldHub) Online(string, uint64) bool       { return true }
+func (h *heldHub) LinkDevice(string) (uint64, bool) { return 7, true }
+
+func (h *heldHub) KickLinked(fp string, id uint64, _ bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.kicked[devKey{fp, id}] = true
+	return true
+}
+
+func (h *heldHub) DisconnectChanged(string, uint64, int, string) bool {
+	h.once.Do(func() { close(h.looking) })
+	<-h.free
+	return false
+}
+
+func (h *heldHub) wasKicked(d devKey) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.kicked[d]
+}
+
+// A kick heard from another node reaches the link here at once, whatever
+// the node is doing with the controls it heard before: a disconnect's look
+// at a database that hangs waits out the store's deadline (30 s), and a
+// kick never reads the store. Before, kicks heard waited in a queue for
+// the goroutine that runs the controls, and every send to a phone linked
+// here through another node waited that deadline.
+func TestHeardKicksDoNotWaitForControls(t *testing.T) {
+	t.Parallel()
+	url := natstest.Start(t)
+	log := slog.New(slog.DiscardHandler)
+	hub := &heldHub{Hub: gateway.New(gateway.Config{}, nil, nil, log, time.Now), looking: make(chan struct{}), free: make(chan struct{}), kicked: map[devKey]bool{}}
+	freed := sync.OnceFunc(func() { close(hub.free) })
+	g, err := NewGateway(GatewayConfig{Bus: nodeBus(t, url, "b"), Hub: hub, Live: time.Second, SweepEvery: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx) }()
+	t.Cleanup(func() { freed(); cancel(); <-done })
+	a := nodeBus(t, url, "a")
+	if err := g.bus.Ready(ctx); err != nil { // b's subscriptions are on the server
+		t.Fatal(err)
+	}
+
+	data, err := json.Marshal(ctl{Op: "disconnect", Fingerprint: "disabled", Device: 7, Code: proto.CloseDeviceGone, Reason: "device disabled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Publish(topicCtl, data)
+	select {
+	case <-hub.looking:
+	case <-time.After(poll.Timeout):
+		t.Fatal("the disconnect heard was not looked at")
+	}
+	kicked := devKey{"sent-to", 9}
+	a.Publish(topicKick, wireKicks([]kick{{devKey: kicked}}))
+	poll.Within(t, 5*time.Second, "the kick heard reaches the link while a control's look at the store waits", func() bool {
+		return hub.wasKicked(kicked)
+	})
 }

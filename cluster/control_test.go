@@ -25,7 +25,11 @@ type stuckHub struct {
 
 func (h *stuckHub) Online(string, uint64) bool       { return true }
 func (h *stuckHub) LinkDevice(string) (uint64, bool) { return 7, true }
-func (h *stuckHub) Kick(fp string, _ uint64)         { h.tell("kick " + fp) }
+
+func (h *stuckHub) KickLinked(fp string, _ uint64, _ bool) bool {
+	h.tell("kick " + fp)
+	return true
+}
 
 func (h *stuckHub) Disconnect(fp string, _ uint64, _ int, _ string) <-chan struct{} {
 	h.tell("disconnect " + fp)

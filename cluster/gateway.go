@@ -63,15 +63,15 @@ type Hub interface {
 	Presence(devices map[string]uint64) map[string]time.Time
 	OfflineSince(fingerprint string, deviceID uint64) time.Time
 	HoldDevice(fingerprint string, deviceID uint64, fn func(dispatchedUpTo uint64, online bool) error) error
-	Kick(fingerprint string, deviceID uint64)
-	// Release is Kick after agent jobs the device's link passed over may
-	// have become its own (their agent deleted, or linked again without
-	// naming them in its hello's jobs; their number resumed): the link
-	// reads them again.
-	Release(fingerprint string, deviceID uint64)
-	// Kick and Release return at once (the link pumps on a goroutine of
-	// its own); Repump is Release on the caller's goroutine, for the
-	// sweep, which pumps the node's links one after another.
+	// KickLinked kicks the device's link here when it is open, and says
+	// whether it was (false: nothing done); release marks a release, after
+	// agent jobs the device's link passed over may have become its own
+	// (their agent deleted, or linked again without naming them in its
+	// hello's jobs; their number resumed): the link reads them again. It
+	// returns at once (the link pumps on a goroutine of its own); Repump
+	// is a release on the caller's goroutine, for the sweep, which pumps
+	// the node's links one after another.
+	KickLinked(fingerprint string, deviceID uint64, release bool) bool
 	Repump(fingerprint string, deviceID uint64)
 	Disconnect(fingerprint string, deviceID uint64, code int, reason string) <-chan struct{}
 	// DisconnectChanged is Disconnect of a control heard from another
@@ -175,7 +175,6 @@ type Gateway struct {
 
 	mu        sync.Mutex
 	outKicks  map[devKey]bool   // kicks to publish, true for a release; guarded by mu
-	inKicks   map[devKey]bool   // kicks heard, to run here, true for a release; guarded by mu
 	inCtls    []ctl             // controls heard, to run here; guarded by mu
 	inLinks   map[string]uint64 // link signals heard for fingerprints linked here: the newest epoch; guarded by mu
 	orphans   map[uint64]orphan // device id -> the dead node's link this node took over; guarded by mu
@@ -207,7 +206,7 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gateway{cfg: cfg, hub: cfg.Hub, st: cfg.Store, bus: cfg.Bus, node: cfg.Bus.Node(), log: cfg.Logger,
-		outKicks: map[devKey]bool{}, inKicks: map[devKey]bool{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, rechecks: map[uint64]bool{}, forgot: retention.Sweep{Life: cfg.JobLife},
+		outKicks: map[devKey]bool{}, inLinks: map[string]uint64{}, orphans: map[uint64]orphan{}, unended: map[uint64]uint64{}, rechecks: map[uint64]bool{}, forgot: retention.Sweep{Life: cfg.JobLife},
 		out: make(chan struct{}, 1), in: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
 	g.broke.Store(true)
 	subs := map[string]func(Message){topicKick: g.heardKicks, topicLink: g.heardLink, topicCtl: g.heardCtl}
@@ -267,24 +266,14 @@ func (g *Gateway) Release(fingerprint string, deviceID uint64) {
 
 // kick is Kick, or Release when release is true.
 func (g *Gateway) kick(fingerprint string, deviceID uint64, release bool) {
-	k := devKey{fingerprint, deviceID}
-	if g.hub.Online(fingerprint, deviceID) {
-		g.runKick(k, release)
+	if g.hub.KickLinked(fingerprint, deviceID, release) {
 		return
 	}
+	k := devKey{fingerprint, deviceID}
 	g.mu.Lock()
 	g.outKicks[k] = g.outKicks[k] || release
 	g.mu.Unlock()
 	wake(g.out)
-}
-
-// runKick pumps the device's link here: released, or kicked.
-func (g *Gateway) runKick(d devKey, release bool) {
-	if release {
-		g.hub.Release(d.fp, d.id)
-	} else {
-		g.hub.Kick(d.fp, d.id)
-	}
 }
 
 // A kick message names its devices a line each: the fingerprint, then, on
@@ -390,24 +379,27 @@ func (g *Gateway) linkedHere(d devKey) (devKey, bool) {
 	return d, g.hub.Online(d.fp, d.id)
 }
 
-// heardKicks keeps the kicks for devices linked here; the runner kicks
-// them (each link then pumps on a goroutine of its own).
+// heardKicks kicks the devices linked here, on the bus's goroutine for
+// the subscription: a kick returns at once (each link pumps on a goroutine
+// of its own) and reads nothing, so it waits neither for the controls and
+// link signals heard before it, which the runner may be reading the
+// database for (runHeardOnce), nor in a queue behind them. Nothing relies
+// on their order: the bus hands each topic's messages to a goroutine of
+// its own, and a node publishes its kicks up to kickCoalesce after its
+// controls. A kick of a link being closed or fenced does nothing (its
+// next link reads the queue from its start); kicks of one device heard
+// while its link pumps are one more pump.
 func (g *Gateway) heardKicks(m Message) {
-	var here []kick
 	for _, k := range readKicks(m.Data) {
-		if d, ok := g.linkedHere(k.devKey); ok {
-			here = append(here, kick{d, k.release})
+		id := k.id
+		if id == 0 { // an older node's kick: whichever link holds the fingerprint
+			var ok bool
+			if id, ok = g.hub.LinkDevice(k.fp); !ok {
+				continue
+			}
 		}
+		g.hub.KickLinked(k.fp, id, k.release)
 	}
-	if len(here) == 0 {
-		return
-	}
-	g.mu.Lock()
-	for _, k := range here {
-		g.inKicks[k.devKey] = g.inKicks[k.devKey] || k.release
-	}
-	g.mu.Unlock()
-	wake(g.in)
 }
 
 // heardCtl keeps a control of a device linked here (of the fingerprint's
@@ -482,7 +474,7 @@ func (g *Gateway) fenceHeard(links map[string]uint64) bool {
 	return err == nil
 }
 
-// runHeard runs the link signals, kicks and controls other nodes sent.
+// runHeard runs the link signals and controls other nodes sent.
 func (g *Gateway) runHeard(ctx context.Context) {
 	for {
 		select {
@@ -500,17 +492,14 @@ func (g *Gateway) runHeard(ctx context.Context) {
 // one for the read and another for the first look.
 func (g *Gateway) runHeardOnce() {
 	g.mu.Lock()
-	links, kicks, ctls := g.inLinks, g.inKicks, g.inCtls
-	g.inLinks, g.inKicks, g.inCtls = map[string]uint64{}, map[devKey]bool{}, nil
+	links, ctls := g.inLinks, g.inCtls
+	g.inLinks, g.inCtls = map[string]uint64{}, nil
 	g.mu.Unlock()
 	answers := true
 	if len(links) > 0 {
 		answers = g.fenceHeard(links)
 	}
 	g.runCtls(ctls, answers)
-	for d, release := range kicks {
-		g.runKick(d, release)
-	}
 }
 
 // runCtls runs the controls heard from other nodes on this node's links. A
@@ -526,10 +515,11 @@ func (g *Gateway) runHeardOnce() {
 // and once one look finds the store not answering (each waits up to the
 // store's deadline), or answers says it did not (runHeardOnce), the rest of
 // the controls are run as told, with no look: a burst of controls heard
-// while the database hangs holds up the kicks and link signals heard after
-// them one deadline, not one per link. Neither waits for a last seen to be
-// written: a control heard from another node answers no request here, and
-// that write would hold up the controls and kicks heard after it.
+// while the database hangs holds up the link signals heard after them one
+// deadline, not one per link (the kicks heard wait for none of it:
+// heardKicks). Neither waits for a last seen to be written: a control heard
+// from another node answers no request here, and that write would hold up
+// the controls and link signals heard after it.
 func (g *Gateway) runCtls(ctls []ctl, answers bool) {
 	looked := map[devKey]bool{}
 	refresh := map[devKey][]ctl{}

@@ -242,6 +242,20 @@ func (h *Hub) Release(fingerprint string, deviceID uint64) {
 	}
 }
 
+// KickLinked is Kick, or Release when release is true, of the device's
+// link here when it is open (Online), and says whether it was: false, with
+// nothing done, when the device has no open link here. The cluster's
+// gateway kicks a device's link here, or else tells the other nodes, with
+// one look-up of the link, not one for Online and another for Kick.
+func (h *Hub) KickLinked(fingerprint string, deviceID uint64, release bool) bool {
+	c := h.liveOf(fingerprint, deviceID)
+	if c == nil {
+		return false
+	}
+	c.kick(release)
+	return true
+}
+
 // Repump is Release pumped on the caller's goroutine, which waits for the
 // pump (and for a failover's hold of the device): for a sweep that pumps
 // every link of the node in turn (cluster.Gateway's), so that thousands of

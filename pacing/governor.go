@@ -214,13 +214,16 @@ type Key struct {
 type Governor struct {
 	mu     sync.Mutex
 	states map[Key]*numberState // guarded by mu
-	rnd    *rand.Rand           // guarded by mu
+	// companies counts the states of each company's numbers (Companies);
+	// guarded by mu.
+	companies map[uint64]int
+	rnd       *rand.Rand // guarded by mu
 }
 
 // NewGovernor returns a governor; src is its random source for the gap's
 // jitter (injected, so tests can replay it).
 func NewGovernor(src rand.Source) *Governor {
-	return &Governor{states: map[Key]*numberState{}, rnd: rand.New(src)}
+	return &Governor{states: map[Key]*numberState{}, companies: map[uint64]int{}, rnd: rand.New(src)}
 }
 
 // Len is the number of numbers whose state the governor holds; it is meant
@@ -237,14 +240,39 @@ func (g *Governor) Len() int {
 func (g *Governor) ForgetCompany(company uint64) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.companies[company] == 0 {
+		return 0
+	}
 	before := len(g.states)
 	for k := range g.states {
 		if k.Company == company {
 			delete(g.states, k)
 		}
 	}
+	delete(g.companies, company)
 	g.shrink(before)
 	return before - len(g.states)
+}
+
+// Companies lists the companies of the numbers whose state the governor
+// holds, each once, in no particular order: the server asks its store which
+// of them were removed (channel.Service), once a minute, so that a company
+// removed by another node or an admin command is forgotten (ForgetCompany)
+// on every node.
+func (g *Governor) Companies() []uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]uint64, 0, len(g.companies))
+	for c := range g.companies {
+		out = append(out, c)
+	}
+	return out
+}
+
+// add keeps a new state of key; mu held.
+func (g *Governor) add(key Key, s *numberState) {
+	g.states[key] = s
+	g.companies[key.Company]++
 }
 
 // Sweep drops the state of every number that carries nothing at now: a
@@ -273,6 +301,9 @@ func (g *Governor) Sweep(now time.Time, idle time.Duration) int {
 	for k, s := range g.states {
 		if s.idle(now, idle) {
 			delete(g.states, k)
+			if g.companies[k.Company]--; g.companies[k.Company] <= 0 {
+				delete(g.companies, k.Company)
+			}
 		}
 	}
 	g.shrink(before)
@@ -388,7 +419,7 @@ func (g *Governor) state(key Key, now time.Time, past []time.Time) (*numberState
 	s := g.states[key]
 	if s == nil {
 		s = &numberState{}
-		g.states[key] = s
+		g.add(key, s)
 	}
 	s.advanceAll(now)
 	if s.loaded {
@@ -471,7 +502,7 @@ func (g *Governor) Dispatch(key Key, gap Gap, now, lastTaken time.Time) (turn *T
 	if s == nil {
 		s = &numberState{}
 		s.advanceAll(now)
-		g.states[key] = s
+		g.add(key, s)
 	}
 	if lt := lastTaken.UnixNano(); !lastTaken.IsZero() && lt > s.next && lt > s.taken {
 		// Taken after the pause this process knows of had ended (or with

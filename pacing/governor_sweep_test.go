@@ -2,6 +2,7 @@ package pacing
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -140,6 +141,48 @@ func BenchmarkGovernorSweep(b *testing.B) {
 	for b.Loop() {
 		if g.Sweep(at, time.Minute) != 0 {
 			b.Fatal("swept")
+		}
+	}
+}
+
+// Companies lists each company of the numbers held once, and no company
+// whose numbers were forgotten or swept.
+func TestGovernorCompanies(t *testing.T) {
+	t.Parallel()
+	g := NewGovernor(rand.NewPCG(1, 2))
+	if c := g.Companies(); len(c) != 0 {
+		t.Fatalf("an empty governor lists %v", c)
+	}
+	for _, k := range []Key{{Company: 1, Number: 1}, {Company: 1, Number: 2}, {Company: 2, Number: 3}, {Company: 3, Number: 4}} {
+		g.Reserve(k, Caps{PerMinute: 8}, govStart, nil)
+	}
+	g.ForgetCompany(3)
+	got := g.Companies()
+	slices.Sort(got)
+	if !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("companies %v, want [1 2]", got)
+	}
+	if n := g.Sweep(govStart.Add(48*time.Hour), time.Hour); n != 3 {
+		t.Fatalf("swept %d, want 3", n)
+	}
+	if c := g.Companies(); len(c) != 0 {
+		t.Fatalf("companies %v after every number was swept, want none", c)
+	}
+}
+
+// BenchmarkGovernorCompanies lists the companies of 100,000 numbers, 100
+// each: what the server's look for companies removed elsewhere holds the
+// governor's lock for, once a minute.
+func BenchmarkGovernorCompanies(b *testing.B) {
+	const n = 100_000
+	g := NewGovernor(rand.NewPCG(1, 2))
+	for k := range uint64(n) {
+		g.Reserve(Key{Company: k / 100, Number: k}, Caps{PerMinute: 8}, govStart, nil)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(g.Companies()) != n/100 {
+			b.Fatal("companies")
 		}
 	}
 }

@@ -38,6 +38,7 @@ type Backend interface {
 	CompanyDevice(companyID uint64, fingerprint string) (Device, error)
 	CompanyDevices(companyID uint64) ([]Device, error)
 	CompanyIDs() ([]uint64, error)
+	GoneCompanies(ids []uint64) ([]uint64, error)
 	CompanyMessagesAfter(companyID, after uint64, limit int) (msgs []Message, next uint64, done bool, err error)
 	CompanySIMCaps(companyID uint64) (map[uint64]map[string]SIMCaps, error)
 	CompanyUsers(companyID uint64) ([]User, error)

@@ -3,6 +3,7 @@ package boltstore
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -125,6 +126,25 @@ func (s *Store) UpdateCompany(id uint64, fn func(*Company) error) (Company, erro
 		return c, fmt.Errorf("store: update company %d: %w", id, err)
 	}
 	return c, nil
+}
+
+// GoneCompanies answers, of the companies given, those not stored (their
+// removal ended), in ascending order. A company closing is stored until its
+// removal's last step.
+func (s *Store) GoneCompanies(ids []uint64) ([]uint64, error) {
+	var gone []uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		gone = nil
+		b := tx.Bucket(bucketCompanies)
+		for _, id := range ids {
+			if b.Get(itob(id)) == nil {
+				gone = append(gone, id)
+			}
+		}
+		return nil
+	})
+	slices.Sort(gone)
+	return slices.Compact(gone), err
 }
 
 // CompanyIDs lists every company id, oldest first.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -325,6 +326,9 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	if ids, err := s.ClosingCompanies(); err != nil || len(ids) != 1 || ids[0] != c.ID {
 		t.Fatalf("closing companies: %v (%v), want [%d]", ids, err, c.ID)
 	}
+	if ids, err := s.GoneCompanies([]uint64{c.ID, absentCompany}); err != nil || !slices.Equal(ids, []uint64{absentCompany}) {
+		t.Errorf("companies gone of the closing one and one never stored: %v (%v), want [%d]: a closing company is stored", ids, err, absentCompany)
+	}
 	// From the mark on, the company's credentials are refused, though the
 	// removal's first step has not taken them yet (or failed): a phone
 	// whose link opens after the mark is not one DELETE /company misses,
@@ -561,6 +565,9 @@ func CheckRemoved(t testing.TB, s RemovalStore, f Filled) {
 			}
 		}
 	}
+	if gone, err := s.GoneCompanies([]uint64{c.ID, c.ID}); err != nil || !slices.Equal(gone, []uint64{c.ID}) {
+		t.Errorf("removed company %d: GoneCompanies answers %v (%v), want it once", c.ID, gone, err)
+	}
 	_, err = s.RemoveCompanyStep(c.ID, 10)
 	notFound("a removal again", err)
 }
@@ -572,6 +579,9 @@ func CheckKept(t testing.TB, s RemovalStore, f Filled) {
 	c := f.Company
 	if _, err := s.Company(c.ID); err != nil {
 		t.Errorf("kept company %d: %v", c.ID, err)
+	}
+	if gone, err := s.GoneCompanies([]uint64{c.ID}); err != nil || len(gone) != 0 {
+		t.Errorf("kept company %d: GoneCompanies answers %v (%v), want none", c.ID, gone, err)
 	}
 	if got, err := s.CompanyByAPIKeyHash(c.APIKeyHash); err != nil || got.ID != c.ID {
 		t.Errorf("kept company %d: its key gives %d (%v)", c.ID, got.ID, err)

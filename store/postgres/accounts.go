@@ -122,6 +122,38 @@ func (s *Store) UpdateCompany(companyID uint64, fn func(*store.Company) error) (
 	return c, err
 }
 
+// GoneCompanies answers, of the companies given, those not stored (their
+// removal ended), in ascending order: one query, a primary key lookup per
+// company. A company closing is stored until its removal's last step.
+func (s *Store) GoneCompanies(companyIDs []uint64) ([]uint64, error) {
+	if len(companyIDs) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(companyIDs))
+	for i, id := range companyIDs {
+		ids[i] = int64(id)
+	}
+	var gone []uint64
+	err := s.read("companies gone", func(t *txn) error {
+		gone = nil // a retried read starts over
+		rows, err := t.query(`SELECT DISTINCT g.id FROM unnest($1::bigint[]) AS g(id)
+			WHERE NOT EXISTS (SELECT 1 FROM companies c WHERE c.id = g.id) ORDER BY g.id`, ids)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			gone = append(gone, uint64(id))
+		}
+		return rows.Err()
+	})
+	return gone, err
+}
+
 // CompanyIDs lists every company id, oldest first.
 func (s *Store) CompanyIDs() ([]uint64, error) {
 	var ids []uint64
