@@ -94,9 +94,9 @@ func (ss *session) login(user, pass string) error {
 		// A login is a request of the key, as an API call with it is: a
 		// client that connected, logged in and left had the key checked
 		// without end. Its count covers the mail that follows (credit).
-		if res := ss.s.deps.Limits.CountRequest(p.Identity()); !res.Allowed {
-			return &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
-				Message: fmt.Sprintf("Rate limit: %s in this window; retry after %s", problem.Count(res.Limit, "request"), problem.Count(res.ResetSeconds(), "second"))}
+		// Past the window, 454: RFC 4954's temporary failure of AUTH.
+		if err := ss.countRequest(p, 454); err != nil {
+			return err
 		}
 		ss.p, ss.key, ss.credit = p, key, true
 		return nil
@@ -123,7 +123,7 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 		return err
 	}
 	if !ss.credit {
-		if err := ss.countRequest(); err != nil {
+		if err := ss.countRequest(ss.p, 452); err != nil {
 			return err
 		}
 	}
@@ -132,11 +132,12 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	return nil
 }
 
-// countRequest counts one request in the API key's general window and
-// refuses it past the window: 452 4.7.0 with the seconds to wait.
-func (ss *session) countRequest() error {
-	if res := ss.s.deps.Limits.CountRequest(ss.p.Identity()); !res.Allowed {
-		return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
+// countRequest counts one request in the API key's general window (p's)
+// and refuses it past the window: code (452 at MAIL and RCPT, 454 at AUTH)
+// 4.7.0 with the seconds to wait.
+func (ss *session) countRequest(p account.Principal, code int) error {
+	if res := ss.s.deps.Limits.CountRequest(p.Identity()); !res.Allowed {
+		return &smtp.SMTPError{Code: code, EnhancedCode: smtp.EnhancedCode{4, 7, 0},
 			Message: fmt.Sprintf("Rate limit: %s in this window; retry after %s", problem.Count(res.Limit, "request"), problem.Count(res.ResetSeconds(), "second"))}
 	}
 	return nil
@@ -205,7 +206,7 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	// recipient was counted with its MAIL (or the login before it).
 	if ss.credit {
 		ss.credit = false
-	} else if err := ss.countRequest(); err != nil {
+	} else if err := ss.countRequest(ss.p, 452); err != nil {
 		return err
 	}
 	// The company is read only for what the address leaves to it: the
