@@ -66,21 +66,26 @@ func healthOf(h *store.DeviceHealth) *healthView {
 		BatteryLow: h.BatteryLow, ReportedAt: h.ReportedAt}
 }
 
+// devicesPresence asks the hub once which of devs are online, by
+// fingerprint (with the link's last beat): on a cluster, the devices
+// linked on other nodes are one query, not two per device.
+func (c *Console) devicesPresence(devs []store.Device) map[string]time.Time {
+	if c.deps.Phones == nil {
+		return nil
+	}
+	ids := make(map[string]uint64, len(devs))
+	for _, d := range devs {
+		ids[d.Fingerprint] = d.ID
+	}
+	return c.deps.Phones.Presence(ids)
+}
+
 func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, error) {
 	devs, err := c.deps.Devices.List(r.Context(), companyID)
 	if err != nil {
 		return nil, err
 	}
-	// One question for the page: on a cluster, the devices linked on other
-	// nodes are one query, not two per device.
-	var presence map[string]time.Time
-	if c.deps.Phones != nil {
-		ids := make(map[string]uint64, len(devs))
-		for _, d := range devs {
-			ids[d.Fingerprint] = d.ID
-		}
-		presence = c.deps.Phones.Presence(ids)
-	}
+	presence := c.devicesPresence(devs)
 	// And one read of the store for the queue depths and failures.
 	sums, err := c.deps.Devices.Summaries(r.Context(), companyID, devs)
 	if err != nil {

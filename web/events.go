@@ -410,8 +410,8 @@ func (b *Broker) DeviceChanged(company uint64, fingerprint string, online bool) 
 	b.publish(company, liveEvent{eventDevice, RenderDevice(fingerprint, online)})
 }
 
-// told notes a change of the company's messages (note) and says whether
-// any tab of the company has a stream open.
+// told notes a change of the company's messages or of its devices' links
+// (note) and says whether any tab of the company has a stream open.
 func (b *Broker) told(company uint64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
