@@ -109,14 +109,10 @@ func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, q *req) e
 		if data.Phone == "" && len(convs) > 0 {
 			data.Phone = convs[0].Phone
 		}
-		text := 0
 		for _, cv := range convs {
-			text += len(cv.LastMessage)
 			data.Convs = append(data.Convs, convRow{Phone: cv.Phone, Last: preview(cv.LastMessage), Direction: cv.Direction, Count: cv.MessageCount, Current: cv.Phone == data.Phone})
 		}
-		// The list is the latest convListSize, or fewer where the store
-		// ended it at store.ConversationsText of last messages.
-		data.More = len(convs) == convListSize || text >= store.ConversationsText
+		data.More = moreConvs(convs)
 		if data.Phone != "" {
 			if data.Thread, err = c.thread(r, q, fp, data.Phone); err != nil {
 				return err
@@ -203,12 +199,21 @@ func (c *Console) convs(r *http.Request, q *req, fp string) ([]liveConv, bool, e
 		return nil, false, err
 	}
 	out := make([]liveConv, 0, len(list))
+	for _, cv := range list {
+		out = append(out, liveConv{Phone: cv.Phone, PhoneDisplay: numplan.Display(cv.Phone), Last: preview(cv.LastMessage)})
+	}
+	return out, moreConvs(list), nil
+}
+
+// moreConvs says whether older conversations than list are left out: the
+// list is the latest convListSize, or fewer where the store ended it at
+// store.ConversationsText of last messages.
+func moreConvs(list []store.Conversation) bool {
 	text := 0
 	for _, cv := range list {
 		text += len(cv.LastMessage)
-		out = append(out, liveConv{Phone: cv.Phone, PhoneDisplay: numplan.Display(cv.Phone), Last: preview(cv.LastMessage)})
 	}
-	return out, len(list) == convListSize || text >= store.ConversationsText, nil
+	return len(list) == convListSize || text >= store.ConversationsText
 }
 
 // devicesOnline says of each of the company's devices whether it is online
@@ -219,16 +224,10 @@ func (c *Console) devicesOnline(r *http.Request, companyID uint64) (map[string]b
 	if err != nil {
 		return nil, err
 	}
+	presence := c.devicesPresence(devs)
 	out := make(map[string]bool, len(devs))
-	ids := make(map[string]uint64, len(devs))
 	for _, d := range devs {
-		out[d.Fingerprint] = false
-		ids[d.Fingerprint] = d.ID
-	}
-	if c.deps.Phones != nil {
-		for fp := range c.deps.Phones.Presence(ids) {
-			out[fp] = true
-		}
+		_, out[d.Fingerprint] = presence[d.Fingerprint]
 	}
 	return out, nil
 }
