@@ -410,28 +410,31 @@ func (s *Service) GovernorNumbers() int { return s.gov.Len() }
 // forgets the companies removed elsewhere (forgetRemoved) every
 // RemovedEvery, until ctx ends; it does all three as it starts.
 func (s *Service) Run(ctx context.Context) {
-	hourly := time.NewTicker(time.Hour)
-	defer hourly.Stop()
+	hour := time.NewTicker(time.Hour)
+	defer hour.Stop()
 	removed := time.NewTicker(s.removedEvery)
 	defer removed.Stop()
+	s.forgetRemoved()
+	s.prune()
 	for {
-		if _, err := s.store.PruneAgentSends(s.now().Add(-25 * time.Hour)); err != nil {
-			s.log.Error("prune the index of accepted WhatsApp and iMessage sends", "err", err)
-		}
-		s.forgetRemoved()
-		s.sweepGovernor()
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-removed.C:
-				s.forgetRemoved()
-			case <-hourly.C:
-				break wait
-			}
+		select {
+		case <-ctx.Done():
+			return
+		case <-removed.C:
+			s.forgetRemoved()
+		case <-hour.C:
+			s.prune()
 		}
 	}
+}
+
+// prune is Run's hourly work: the index of accepted sends past the
+// longest window, and the governor's numbers that carry nothing.
+func (s *Service) prune() {
+	if _, err := s.store.PruneAgentSends(s.now().Add(-25 * time.Hour)); err != nil {
+		s.log.Error("prune the index of accepted WhatsApp and iMessage sends", "err", err)
+	}
+	s.sweepGovernor()
 }
 
 // article is the indefinite article before a content type's name.
