@@ -245,6 +245,11 @@ func (s *Server) agentMessages(ch agentChannel) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		release, err := s.takeRead(c)
+		if err != nil {
+			return err
+		}
+		defer release()
 		pg, err := svc.Messages(c.Request().Context(), principal(c).CompanyID, ch.name, c.QueryParam(ch.idField), page, limit)
 		if err != nil {
 			return err

@@ -288,6 +288,14 @@ func plusOfSpace(v string) string {
 	return v
 }
 
+// takeRead takes one of the company's places of list reads
+// (ReadsPerCompany), waiting for one at most the configured ReadWait, for
+// a read whose answer carries a page of message texts: release gives it
+// back once the answer is written.
+func (s *Server) takeRead(c echo.Context) (release func(), err error) {
+	return s.reads.take(c.Request().Context(), principal(c).CompanyID)
+}
+
 func (s *Server) chatMessages(c echo.Context) error {
 	page, err := queryRange(c, "page", 1, 1, math.MaxInt)
 	if err != nil {
@@ -297,6 +305,11 @@ func (s *Server) chatMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.takeRead(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	pg, err := s.deps.SMS.History(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), queryPhone(c, "phone"), page, limit)
 	if err != nil {
 		return err
@@ -339,6 +352,11 @@ func (s *Server) chatConversations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.takeRead(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	convs, err := s.deps.SMS.Conversations(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), limit)
 	if err != nil {
 		return err
@@ -388,6 +406,11 @@ func inboundOut(m store.Message) inboundJSON {
 }
 
 func (s *Server) inboundList(c echo.Context) error {
+	release, err := s.takeRead(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	msgs, err := s.deps.SMS.InboundList(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), c.QueryParam("sim_slot"), sms.InboundListSize)
 	if err != nil {
 		return err
