@@ -64,6 +64,10 @@ func TestMeasureReadMemory(t *testing.T) {
 		}},
 		{"GET /automation/inbound-sms", func() *http.Request { return get("/automation/inbound-sms") }},
 		{"MCP latest_inbound", func() *http.Request { return tool("latest_inbound", `{}`) }},
+		// The reads whose answers carry no message texts, for comparison.
+		{"GET /analytics", func() *http.Request { return get("/analytics") }},
+		{"GET /dashboard/summary", func() *http.Request { return get("/dashboard/summary") }},
+		{"GET /device/list", func() *http.Request { return get("/device/list") }},
 	} {
 		if !strings.Contains(c.name, os.Getenv("SIMRELAY_MEASURE_ONLY")) {
 			continue
