@@ -245,16 +245,25 @@ func (s *Server) agentMessages(ch agentChannel) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		release, err := s.takeRead(c)
+		if err != nil {
+			return err
+		}
+		defer release()
 		pg, err := svc.Messages(c.Request().Context(), principal(c).CompanyID, ch.name, c.QueryParam(ch.idField), page, limit)
 		if err != nil {
 			return err
 		}
-		items := make([]map[string]any, 0, len(pg.Messages))
-		for _, m := range pg.Messages {
-			items = append(items, agentMessageOut(ch, m))
-		}
-		return c.JSON(http.StatusOK, map[string]any{"messages": items, "total": pg.Total, "page": pg.Page, "pages": pg.Pages})
+		return writeAgentMessages(c, ch, pg)
 	}
+}
+
+// writeAgentMessages answers a page of /whatsapp/messages or
+// /imessage/messages, an item at a time: {"messages": [...], "page",
+// "pages", "total"}.
+func writeAgentMessages(c echo.Context, ch agentChannel, pg channel.Page) error {
+	return writeList(c, `{"messages":[`, pg.Messages, func(m store.Message) map[string]any { return agentMessageOut(ch, m) },
+		pageEnd(pg.Page, pg.Pages, pg.Total))
 }
 
 func (s *Server) agentMessage(ch agentChannel) echo.HandlerFunc {

@@ -15,10 +15,16 @@ import (
 // TestMeasureReadMemory prints what the routes and MCP tools that answer
 // message texts cost the server when every text is 10,000 four-byte
 // characters: the answer's size and the heap's peak over the idle heap,
-// one request, 4 at once and 32 at once (MCP requests beyond the company's
-// MCPPerCompany wait for a place). Run it by hand:
+// one request, 4, 32 and 100 at once (the default rate limit's minute) of
+// one company (MCP requests beyond the company's MCPPerCompany, list reads
+// beyond its ReadsPerCompany, wait for a place). Run it by hand:
 //
 //	SIMRELAY_MEASURE=1 go test ./httpapi -run TestMeasureReadMemory -v
+//
+// SIMRELAY_MEASURE_ONLY="GET /chat/conversations" measures only the cases
+// whose names hold it, and SIMRELAY_MEASURE_AT_ONCE=32 only that many at
+// once, so that the process's peak resident set (VmHWM), which only rises,
+// is that case's.
 func TestMeasureReadMemory(t *testing.T) {
 	if os.Getenv("SIMRELAY_MEASURE") == "" {
 		t.Skip("a measurement: SIMRELAY_MEASURE=1 runs it")
@@ -58,8 +64,18 @@ func TestMeasureReadMemory(t *testing.T) {
 		}},
 		{"GET /automation/inbound-sms", func() *http.Request { return get("/automation/inbound-sms") }},
 		{"MCP latest_inbound", func() *http.Request { return tool("latest_inbound", `{}`) }},
+		// The reads whose answers carry no message texts, for comparison.
+		{"GET /analytics", func() *http.Request { return get("/analytics") }},
+		{"GET /dashboard/summary", func() *http.Request { return get("/dashboard/summary") }},
+		{"GET /device/list", func() *http.Request { return get("/device/list") }},
 	} {
-		for _, n := range []int{1, 4, 32} {
+		if !strings.Contains(c.name, os.Getenv("SIMRELAY_MEASURE_ONLY")) {
+			continue
+		}
+		for _, n := range []int{1, 4, 32, 100} {
+			if v := os.Getenv("SIMRELAY_MEASURE_AT_ONCE"); v != "" && v != fmt.Sprint(n) {
+				continue
+			}
 			size, peak := measurePeak(t, n, func(int) (int64, error) {
 				req := c.req()
 				req.Header.Set("Authorization", "Bearer "+a.apiKey)

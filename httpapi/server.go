@@ -58,6 +58,10 @@ type Config struct {
 	// MCPWait is the longest an MCP request waits for one of its company's
 	// places (MCPPerCompany); DefaultMCPWait when zero.
 	MCPWait time.Duration
+	// ReadWait is the longest a list read (the messages, conversations
+	// and inbound lists) waits for one of its company's places
+	// (ReadsPerCompany); DefaultReadWait when zero.
+	ReadWait time.Duration
 	// AnswerWriteTimeout bounds how long a request's answer may wait for
 	// its client to take it, from the request's start
 	// (DefaultAnswerWriteTimeout when zero): see Server.serve.
@@ -185,12 +189,14 @@ type Server struct {
 	exportsMu    sync.Mutex
 	exports      map[uint64]int
 	exportsTotal int
-	// bulks counts the POST /chat/send-bulk under way (bulk_slots.go).
-	bulks *bulkSlots
+	// bulks counts the POST /chat/send-bulk under way (company_slots.go).
+	bulks *companySlots
 	// mcpHandler is the MCP transport and server of POST /mcp.
 	mcpHandler http.Handler
-	// mcpCalls counts the POST /mcp under way (bulk_slots.go).
-	mcpCalls *bulkSlots
+	// mcpCalls counts the POST /mcp under way (company_slots.go).
+	mcpCalls *companySlots
+	// reads counts the list reads under way (company_slots.go).
+	reads *companySlots
 	// answers keeps analytics answers while the store is not written.
 	answers answerCache
 	// readiness is what /readyz last found, for its log (readiness.go).
@@ -222,6 +228,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		exports:  map[uint64]int{},
 		bulks:    newSlots("bulk sends", BulksPerCompany, cfg.BulkWait, DefaultBulkWait),
 		mcpCalls: newSlots("MCP requests", MCPPerCompany, cfg.MCPWait, DefaultMCPWait),
+		reads:    newSlots("list reads", ReadsPerCompany, cfg.ReadWait, DefaultReadWait),
 	}
 	doc, err := servedOpenAPI(cfg.PublicURL)
 	if err != nil {

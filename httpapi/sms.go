@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -287,6 +288,14 @@ func plusOfSpace(v string) string {
 	return v
 }
 
+// takeRead takes one of the company's places of list reads
+// (ReadsPerCompany), waiting for one at most the configured ReadWait, for
+// a read whose answer carries a page of message texts: release gives it
+// back once the answer is written.
+func (s *Server) takeRead(c echo.Context) (release func(), err error) {
+	return s.reads.take(c.Request().Context(), principal(c).CompanyID)
+}
+
 func (s *Server) chatMessages(c echo.Context) error {
 	page, err := queryRange(c, "page", 1, 1, math.MaxInt)
 	if err != nil {
@@ -296,14 +305,32 @@ func (s *Server) chatMessages(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.takeRead(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	pg, err := s.deps.SMS.History(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), queryPhone(c, "phone"), page, limit)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, historyOut(pg))
+	return writeHistory(c, pg)
 }
 
-// historyOut is a page of /chat/messages.
+// writeHistory answers a page of /chat/messages (historyOut), an item at
+// a time.
+func writeHistory(c echo.Context, pg sms.Page) error {
+	return writeList(c, `{"messages":[`, pg.Messages, messageItem, pageEnd(pg.Page, pg.Pages, pg.Total))
+}
+
+// pageEnd closes a page of messages: its page, pages and total, after
+// the list, in the order c.JSON writes a map's keys.
+func pageEnd(page, pages, total int) string {
+	return fmt.Sprintf(`],"page":%d,"pages":%d,"total":%d}`, page, pages, total)
+}
+
+// historyOut is a page of /chat/messages, as the MCP tool answers it (the
+// route writes it an item at a time, writeList).
 func historyOut(pg sms.Page) map[string]any {
 	items := make([]messageItemJSON, 0, len(pg.Messages))
 	for _, m := range pg.Messages {
@@ -325,20 +352,37 @@ func (s *Server) chatConversations(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.takeRead(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	convs, err := s.deps.SMS.Conversations(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), limit)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, conversationsOut(convs))
+	return writeConversations(c, convs)
 }
 
-// conversationsOut is the answer of /chat/conversations.
+// writeConversations answers /chat/conversations (conversationsOut), an
+// item at a time.
+func writeConversations(c echo.Context, convs []store.Conversation) error {
+	return writeList(c, `{"conversations":[`, convs, conversationOut, `]}`)
+}
+
+// conversationsOut is the answer of /chat/conversations, as the MCP tool
+// answers it (the route writes it an item at a time, writeList).
 func conversationsOut(convs []store.Conversation) map[string]any {
 	out := make([]conversationJSON, 0, len(convs))
 	for _, cv := range convs {
-		out = append(out, conversationJSON{Phone: cv.Phone, LastMessage: cv.LastMessage, LastMessageAt: ts(cv.LastMessageAt), Direction: cv.Direction, MessageCount: cv.MessageCount})
+		out = append(out, conversationOut(cv))
 	}
 	return map[string]any{"conversations": out}
+}
+
+// conversationOut is one conversation of /chat/conversations.
+func conversationOut(cv store.Conversation) conversationJSON {
+	return conversationJSON{Phone: cv.Phone, LastMessage: cv.LastMessage, LastMessageAt: ts(cv.LastMessageAt), Direction: cv.Direction, MessageCount: cv.MessageCount}
 }
 
 // inboundJSON is the spec's Inbound SMS. In the list, id is the integer id
@@ -362,22 +406,40 @@ func inboundOut(m store.Message) inboundJSON {
 }
 
 func (s *Server) inboundList(c echo.Context) error {
+	release, err := s.takeRead(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	msgs, err := s.deps.SMS.InboundList(c.Request().Context(), principal(c).CompanyID, c.QueryParam("device_fingerprint"), c.QueryParam("sim_slot"), sms.InboundListSize)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, inboundItems(msgs))
+	return writeInbound(c, msgs)
 }
 
-// inboundItems is the list of /automation/inbound-sms.
+// writeInbound answers /automation/inbound-sms (inboundItems), an item at
+// a time.
+func writeInbound(c echo.Context, msgs []store.Message) error {
+	return writeList(c, `[`, msgs, inboundItem, `]`)
+}
+
+// inboundItems is the list of /automation/inbound-sms, as the MCP tool
+// answers it (the route writes it an item at a time, writeList).
 func inboundItems(msgs []store.Message) []inboundJSON {
 	out := make([]inboundJSON, 0, len(msgs))
 	for _, m := range msgs {
-		item := inboundOut(m)
-		item.ID, item.UUID = m.ID, m.UUID
-		out = append(out, item)
+		out = append(out, inboundItem(m))
 	}
 	return out
+}
+
+// inboundItem is one message of /automation/inbound-sms: id is the
+// integer id, uuid the UUID.
+func inboundItem(m store.Message) inboundJSON {
+	item := inboundOut(m)
+	item.ID, item.UUID = m.ID, m.UUID
+	return item
 }
 
 func (s *Server) latestInbound(c echo.Context) error {

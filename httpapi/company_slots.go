@@ -48,22 +48,50 @@ const (
 	DefaultMCPWait = 20 * time.Second
 )
 
-// bulkSlots counts the requests of a kind under way (bulk sends, MCP
-// requests), by company: at most most of a company's at once.
-type bulkSlots struct {
+// Bounds of the list reads under way: GET /chat/messages,
+// /chat/conversations, /automation/inbound-sms, /whatsapp/messages and
+// /imessage/messages, the routes whose answers carry a page of message
+// texts. A page is at most 100 messages, or 1,000 conversations up to 4 MiB
+// of their last texts (store.ConversationsText), 50 inbound messages: up
+// to 4 MB of texts read from the store, held until the answer is written
+// (writeList writes it an item at a time, so the texts and a 32 KiB
+// buffer), and one API key may send --rate-general requests at once, each
+// on its own connection, for as long as their clients take to read them
+// (at most the answer's write deadline): 100 conversation lists of 4 MB
+// of one company at once peaked at 719 MB of heap when each answer was
+// also marshalled whole, 59 MB now (TestMeasureReadMemory), 4 at a time.
+// A list read takes one of its company's places once its query is read
+// and holds it until its answer is written; one that finds none waits for
+// one, holding only its connection, for at most DefaultReadWait, then
+// answers 429 (each node of a cluster counts its own). A list of ordinary texts is
+// read and written in a millisecond, so a company's reads wait for each
+// other only when it asks for more than ReadsPerCompany at once; the
+// places are each company's own, so another company's reads never wait
+// for them. The reads of one record (a queued message, a message by its
+// id, the latest inbound) take none.
+const (
+	// ReadsPerCompany is how many list reads of one company run at once.
+	ReadsPerCompany = 4
+	// DefaultReadWait is the longest a list read waits for a place.
+	DefaultReadWait = 20 * time.Second
+)
+
+// companySlots counts the requests of a kind under way (bulk sends, MCP
+// requests, list reads), by company: at most most of a company's at once.
+type companySlots struct {
 	most int
 	wait time.Duration
 	// busy is the refusal's message, after a wait of wait.
 	busy string
 
 	mu        sync.Mutex
-	companies map[uint64]*companyBulks
+	companies map[uint64]*companyTaken
 }
 
-// companyBulks is one company's requests under way (n); freed is closed,
+// companyTaken is one company's requests under way (n); freed is closed,
 // and replaced, each time one of them gives its place back, to wake that
 // company's requests waiting for one, and no other company's.
-type companyBulks struct {
+type companyTaken struct {
 	n     int
 	freed chan struct{}
 }
@@ -71,23 +99,23 @@ type companyBulks struct {
 // newSlots is the places of a kind of request (what, as the refusal names
 // them): most of a company's at once, a wait of at most wait for one
 // (def when zero).
-func newSlots(what string, most int, wait, def time.Duration) *bulkSlots {
+func newSlots(what string, most int, wait, def time.Duration) *companySlots {
 	if wait <= 0 {
 		wait = def
 	}
-	return &bulkSlots{most: most, wait: wait, companies: map[uint64]*companyBulks{},
+	return &companySlots{most: most, wait: wait, companies: map[uint64]*companyTaken{},
 		busy: fmt.Sprintf("Your company's %s under way are as many as may run at once (%d); send the next once one is answered.", what, most)}
 }
 
 // take waits for a place for a request of the company, at most b.wait
 // and as long as ctx lasts, and returns the function that gives it back.
-func (b *bulkSlots) take(ctx context.Context, companyID uint64) (release func(), err error) {
+func (b *companySlots) take(ctx context.Context, companyID uint64) (release func(), err error) {
 	var timeout <-chan time.Time // started once the request has to wait
 	for {
 		b.mu.Lock()
 		c := b.companies[companyID]
 		if c == nil {
-			c = &companyBulks{freed: make(chan struct{})}
+			c = &companyTaken{freed: make(chan struct{})}
 			b.companies[companyID] = c
 		}
 		if c.n < b.most {
@@ -114,7 +142,7 @@ func (b *bulkSlots) take(ctx context.Context, companyID uint64) (release func(),
 
 // release gives a place back and wakes the company's requests waiting
 // for one.
-func (b *bulkSlots) release(companyID uint64) {
+func (b *companySlots) release(companyID uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.companies[companyID]
