@@ -33,6 +33,10 @@ const (
 	// and never answers would otherwise hold the agent there for good, with
 	// no reconnect.
 	dialTimeout = 30 * time.Second
+	// maxJobID is the longest send id the agent takes: job ids are UUIDs,
+	// and the server answers an ack or status of an id over 128 bytes with
+	// not_found, as it names no job.
+	maxJobID = 128
 )
 
 // holdLink keeps the link up, reconnecting with PROTOCOL.md's backoff,
@@ -354,6 +358,14 @@ func (a *Agent) handle(ctx context.Context, l *link, data []byte) error {
 	}
 	switch f := f.(type) {
 	case *proto.Send:
+		if f.ID == "" || len(f.ID) > maxJobID {
+			// Neither journaled (the journal takes no empty key, none
+			// over 32 KiB) nor answered (an ack of it names no job):
+			// ignored, so that it does not end the link, and with it
+			// every job the server sends after it, on every link.
+			a.log.Warn("ignoring a send frame whose id is no job id", "id_bytes", len(f.ID), "channel", f.Channel)
+			return nil
+		}
 		a.ackMu.Lock()
 		fresh, err := a.j.Take(*f, time.Now())
 		if err != nil {

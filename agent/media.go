@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
+	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/egress"
 	"github.com/simrelay/simrelay/internal/redact"
 )
@@ -58,7 +60,8 @@ type Media struct {
 	// MIME is the server's Content-Type without parameters
 	// ("application/octet-stream" when it sent none).
 	MIME string
-	// Name is the last element of the URL's path, for documents.
+	// Name is the last element of the URL's path, for documents, as a
+	// file name any file system takes (fileName).
 	Name string
 }
 
@@ -120,11 +123,32 @@ func (f MediaFetcher) Fetch(ctx context.Context, raw string) (Media, error) {
 	if mt == "" {
 		mt = "application/octet-stream"
 	}
-	name := u.Path[strings.LastIndex(u.Path, "/")+1:]
-	if name == "" {
-		name = "file"
+	return Media{Data: data, MIME: mt, Name: fileName(u.Path[strings.LastIndex(u.Path, "/")+1:])}, nil
+}
+
+// maxFileName is the most bytes a file name holds on macOS (APFS) and
+// Linux (ext4), where the imessage transport writes the file under Name.
+const maxFileName = 255
+
+// fileName makes the last element of a media_url's path a file name: one
+// that names no directory ("", ".", ".." are "file"), holds no NUL (such a
+// name is "file" with its extension), is UTF-8 (APFS takes nothing else;
+// a byte that is not becomes "_"), and is at most maxFileName bytes (its
+// stem cut on a character boundary, its extension kept). Any of these
+// failed the imessage transport's write, and with it the send.
+func fileName(name string) string {
+	name = strings.ToValidUTF8(name, "_")
+	ext := path.Ext(name)
+	if ext == "." || len(ext) > 32 || strings.ContainsRune(ext, 0) {
+		ext = ""
 	}
-	return Media{Data: data, MIME: mt, Name: name}, nil
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, 0) {
+		return "file" + ext
+	}
+	if len(name) > maxFileName {
+		return proto.CutBytes(strings.TrimSuffix(name, ext), maxFileName-len(ext)) + ext
+	}
+	return name
 }
 
 // maskLink masks the link a *url.Error names: net/http's masks only a
