@@ -44,8 +44,10 @@ type listWriter struct {
 // read from the store, answered as 4 to 6 MB of JSON (a '<' is written
 // \u003c), which took as much again and more, held until the client took
 // the answer. Here the answer is never whole in memory: the texts read and
-// a 32 KiB buffer. A small answer is still written in one piece, so
-// net/http still gives it its Content-Length.
+// a 32 KiB buffer. An answer of at most 2 KiB is still written in one
+// piece, so net/http still gives it its Content-Length; a larger one was
+// chunked with c.JSON too (net/http sets the length only of what fits in
+// its 2 KiB buffer before the handler returns).
 //
 // A failed write (the client went away) ends the answer; the error is
 // returned for renderError, which logs it, the answer having begun.
