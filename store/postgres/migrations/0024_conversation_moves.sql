@@ -3,10 +3,11 @@
 -- UPDATE of messages.device_id), summed by conversation in three more
 -- statements of its round trip (conversationMoves), not by a row-level
 -- trigger: the trigger ran two SQL functions for each job, three
--- statements each time, most of a batch's time (a batch of 256 jobs, some
--- 230 ms, its UPDATE 10; docs/performance.md). A statement-level trigger with transition
--- tables cannot be limited to updates of device_id (0021), so it would have
--- copied the rows of every status change.
+-- statements each time, most of a batch's time (a batch of 256 jobs,
+-- some 120 ms, its UPDATE 7; docs/performance.md). A statement-level
+-- trigger with transition tables cannot be limited to updates of
+-- device_id (0021), so it would have copied the rows of every status
+-- change.
 --
 -- What stays under the trigger's name is a guard: a statement that moves
 -- an SMS message to another device without saying that it moves the
