@@ -171,7 +171,7 @@ func leave(from store.Message, m *store.Message, reason string, now time.Time) {
 // of its device's queue, in the order of ms: one statement for their
 // places (takePlaces, under the devices' locks, which the pickers hold),
 // then one round trip that writes their rows and moves their conversations
-// (moveConversations). One job a time, it was two round trips a job while
+// (conversationMoves). One job a time, it was two round trips a job while
 // the failover held every member of the pool.
 func moveJobs(t *txn, ms []store.Message, to []store.Device) error {
 	if len(ms) == 0 {
@@ -257,8 +257,8 @@ func (mv *conversationMoves) queueSay(b *pgx.Batch) {
 // of them, among the messages that stayed), one removes the conversations
 // left empty, one adds them to the conversations they join, each
 // conversation's row written once however many of its messages moved, the
-// rows locked in key order in each statement (as the insert's trigger
-// locks them, 0021).
+// rows locked in key order (the primary key's, phone COLLATE "C") in each
+// statement, as the insert's trigger locks them (0021).
 func (mv *conversationMoves) queue(b *pgx.Batch) {
 	if len(mv.ids) == 0 {
 		return
@@ -284,7 +284,7 @@ func (mv *conversationMoves) queue(b *pgx.Batch) {
 		SELECT u.company_id, u.to_dev, u.phone, count(*), max(u.id)
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[]) AS u (id, company_id, to_dev, phone)
 		GROUP BY u.company_id, u.to_dev, u.phone
-		ORDER BY u.company_id, u.to_dev, u.phone
+		ORDER BY u.company_id, u.to_dev, u.phone COLLATE "C"
 		ON CONFLICT (company_id, device_id, phone) DO UPDATE SET
 			messages = c.messages + EXCLUDED.messages, last_id = greatest(c.last_id, EXCLUDED.last_id)`,
 		mv.ids, mv.companies, mv.to, mv.phones)
