@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/simrelay/simrelay/store"
@@ -56,8 +57,9 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 // announcement with a *store.TooManyNumbersError naming the channel
 // (ErrTooManyNumbers to errors.Is). It returns the records of all the
 // sets, in the order given. Locks: the device's row, then the company's
-// (when a set holds a number new to the company), then each set's numbers
-// in the order of the sets.
+// (when limit is set and a set holds a number new to the company), then
+// each set's numbers in the order of the sets (under a limit, after a
+// savepoint, given up to lock the company first when one is new).
 func (s *Store) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]store.AgentNumber, error) {
 	var out []store.AgentNumber
 	now = now.UTC()
@@ -83,28 +85,32 @@ func (s *Store) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.An
 				return err
 			}
 		}
-		if limit > 0 {
-			for _, set := range sets {
-				known, err := getRecs[store.AgentNumber](t, announcedRows, id(companyID), set.Channel, set.Addresses, id(deviceID))
-				if err != nil {
-					return err
-				}
-				if slices.ContainsFunc(set.Addresses, func(a string) bool {
-					return !slices.ContainsFunc(known, func(n store.AgentNumber) bool { return n.Address == a })
-				}) {
-					// A new number counts the company's: its row lock makes
-					// the count exact. It is taken before the numbers' rows
-					// of every set, and nothing takes them the other way
-					// round.
-					if err := lockCompany(t, companyID); err != nil {
-						return err
-					}
-					break
-				}
+		locked, err := lockAnnounced(t, d, sets, limit > 0)
+		if err != nil {
+			return err
+		}
+		fresh := false
+		for i, set := range sets {
+			fresh = fresh || hasNew(set.Addresses, locked[i])
+		}
+		if limit > 0 && fresh {
+			// A new number counts the company's: its row lock makes the
+			// count exact. It is taken before the numbers' rows of every
+			// set, and nothing takes them the other way round, so the
+			// numbers' locks go first (back to the savepoint) and are
+			// taken again after it.
+			if _, err := t.exec("ROLLBACK TO SAVEPOINT announce"); err != nil {
+				return err
+			}
+			if err := lockCompany(t, companyID); err != nil {
+				return err
+			}
+			if locked, err = lockAnnounced(t, d, sets, false); err != nil {
+				return err
 			}
 		}
-		for _, set := range sets {
-			if out, err = announce(t, d, set.Channel, set.Addresses, now, limit, out); err != nil {
+		for i, set := range sets {
+			if out, err = announce(t, d, set.Channel, set.Addresses, locked[i], now, limit, out); err != nil {
 				return err
 			}
 		}
@@ -116,18 +122,48 @@ func (s *Store) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.An
 	return out, nil
 }
 
+// lockAnnounced reads the numbers of each set (announcedRows) locked, in
+// the order of the sets, one statement a set in one round trip; with
+// savepoint, after a savepoint (announce) that a caller who finds a
+// number new to the company (hasNew) rolls back to, letting the numbers
+// go, to take the company's row lock before them. A hello of known
+// numbers under a limit, the usual one, so reads each channel's numbers
+// once, where it read them unlocked first to know whether to lock the
+// company, and then locked.
+func lockAnnounced(t *txn, d store.Device, sets []store.Announced, savepoint bool) ([][]store.AgentNumber, error) {
+	b := &pgx.Batch{}
+	if savepoint {
+		b.Queue("SAVEPOINT announce")
+	}
+	locked := make([][]store.AgentNumber, len(sets))
+	for i, set := range sets {
+		b.Queue(announcedRows+" FOR UPDATE", id(d.CompanyID), set.Channel, set.Addresses, id(d.ID)).Query(func(rows pgx.Rows) error {
+			var err error
+			locked[i], err = scanRecs[store.AgentNumber](rows)
+			return err
+		})
+	}
+	return locked, t.sendBatch(b)
+}
+
+// hasNew says whether an address of addresses is none of the numbers
+// known (read with announcedRows).
+func hasNew(addresses []string, known []store.AgentNumber) bool {
+	return slices.ContainsFunc(addresses, func(a string) bool {
+		return !slices.ContainsFunc(known, func(n store.AgentNumber) bool { return n.Address == a })
+	})
+}
+
 // announcedRows reads the numbers of a channel a hello names, and those
 // the device holds: $1 company, $2 channel, $3 addresses, $4 device.
 const announcedRows = `SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND (address = ANY($3) OR device_id = $4) ORDER BY id`
 
 // announce stores one channel's set of AnnounceAgentNumbers, appending
-// its records to out; the caller holds the company's row lock when the set
-// holds a new number and limit is set.
-func announce(t *txn, d store.Device, channel string, addresses []string, now time.Time, limit int, out []store.AgentNumber) ([]store.AgentNumber, error) {
-	locked, err := getRecs[store.AgentNumber](t, announcedRows+" FOR UPDATE", id(d.CompanyID), channel, addresses, id(d.ID))
-	if err != nil {
-		return out, err
-	}
+// its records to out, given its numbers read locked (lockAnnounced); the
+// caller holds the company's row lock when the set holds a new number and
+// limit is set.
+func announce(t *txn, d store.Device, channel string, addresses []string, locked []store.AgentNumber, now time.Time, limit int, out []store.AgentNumber) ([]store.AgentNumber, error) {
+	var err error
 	byAddr := make(map[string]store.AgentNumber, len(locked))
 	for _, n := range locked {
 		byAddr[n.Address] = n

@@ -30,8 +30,11 @@ import (
 //   - A report locks its message's row first and then reads its device, so
 //     a device deleted meanwhile is found gone, and a report never waits on
 //     the device's row, which every send to the device locks.
-//   - Conversations are kept by triggers on messages (0006_dispatch.sql), so
-//     every path that stores or moves a message counts it.
+//   - Conversations are kept by a trigger on messages (0006_dispatch.sql,
+//     0021), so every path that stores a message counts it; the one
+//     statement that moves messages to another device (failover's moveJobs)
+//     moves their conversations in its own round trip (conversationMoves,
+//     0024), and another that did would have to as well.
 
 // agentChannels are the channels whose messages are read by number, not in
 // a device's conversations, history or inbound list (channel NOT IN

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,10 +9,12 @@ import (
 	"github.com/simrelay/simrelay/store/conformance"
 )
 
-// A message moved to another device (a failover writes its device_id)
-// leaves the first device's conversation, which falls back to its newest
-// remaining message or goes when it has none, and joins the other's: the
-// triggers of 0006_dispatch.sql keep the counts whoever moves it.
+// A message moved to another device (a failover writes its device_id,
+// moveJobs) leaves the first device's conversation, which falls back to
+// its newest remaining message or goes when it has none, and joins the
+// other's. A write that moves it otherwise (updateSend, which no path uses
+// to move a message) is refused by the guard of migration 0024, the
+// conversations untouched, rather than counted on the device it left.
 func TestConversationFollowsAMovedMessage(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Options{})
@@ -32,15 +35,16 @@ func TestConversationFollowsAMovedMessage(t *testing.T) {
 	second := receive(a, "+15550000001", "second")
 	alone := receive(a, "+15550000002", "alone")
 	own := receive(b, "+15550000001", "b's")
-	move := func(m store.Message, to store.Device) {
-		t.Helper()
-		m.DeviceID, m.Device = to.ID, to.Fingerprint
-		if err := s.write("move", func(t *txn) error { return updateSend(t, m) }); err != nil {
-			t.Fatal(err)
-		}
+	moved := second
+	moved.DeviceID, moved.Device = b.ID, b.Fingerprint
+	if err := s.write("move", func(t *txn) error { return updateSend(t, moved) }); err == nil || !strings.Contains(err.Error(), "without its conversation") {
+		t.Fatalf("a message moved by updateSend: %v, want the move refused", err)
 	}
-	move(second, b)
-	move(alone, b)
+	if err := s.write("move", func(t *txn) error {
+		return moveJobs(t, []store.Message{second, alone}, []store.Device{b, b})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	convs := func(d store.Device) map[string]store.Conversation {
 		t.Helper()
 		cs, err := s.Conversations(c.ID, d.Fingerprint, 0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/simrelay/simrelay/store"
 )
@@ -165,12 +166,13 @@ func leave(from store.Message, m *store.Message, reason string, now time.Time) {
 	}
 }
 
-// moveJobs moves the jobs ms (as leave left them) to their new devices to
-// (to[i] is ms[i]'s), each at the end of its device's queue, in the order
-// of ms: two statements for all of them, one for their places
-// (takePlaces, under the devices' locks, which the pickers hold) and one
-// that writes their rows. One job a time, it was two round trips a job
-// while the failover held every member of the pool.
+// moveJobs moves the jobs ms (as leave left them, still naming the device
+// they leave) to their new devices to (to[i] is ms[i]'s), each at the end
+// of its device's queue, in the order of ms: one statement for their
+// places (takePlaces, under the devices' locks, which the pickers hold),
+// then one round trip that writes their rows and moves their conversations
+// (conversationMoves). One job a time, it was two round trips a job while
+// the failover held every member of the pool.
 func moveJobs(t *txn, ms []store.Message, to []store.Device) error {
 	if len(ms) == 0 {
 		return nil
@@ -184,7 +186,9 @@ func moveJobs(t *txn, ms []store.Message, to []store.Device) error {
 		return err
 	}
 	ids, recs := make([]int64, len(ms)), make([]string, len(ms))
+	var mv conversationMoves
 	for i := range ms {
+		mv.add(ms[i], to[i].ID)
 		ms[i].DeviceID, ms[i].QueueSeq = to[i].ID, places[i]
 		raw, err := rec(ms[i])
 		if err != nil {
@@ -196,14 +200,92 @@ func moveJobs(t *txn, ms []store.Message, to []store.Device) error {
 	for i, p := range places {
 		placed[i] = id(p)
 	}
-	tag, err := t.exec(`UPDATE messages m SET device_id = u.device_id, queue_place = u.place, updated_at = $4, rec = u.rec
+	b := &pgx.Batch{}
+	mv.queueSay(b)
+	var written int64
+	b.Queue(`UPDATE messages m SET device_id = u.device_id, queue_place = u.place, updated_at = $4, rec = u.rec
 		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $5::jsonb[]) AS u (id, device_id, place, rec) WHERE m.id = u.id`,
-		ids, devs, placed, ms[0].UpdatedAt, recs)
-	if err != nil {
+		ids, devs, placed, ms[0].UpdatedAt, recs).Exec(func(tag pgconn.CommandTag) error {
+		written = tag.RowsAffected()
+		return nil
+	})
+	mv.queue(b)
+	if err := t.sendBatch(b); err != nil {
 		return err
 	}
-	if n := tag.RowsAffected(); n != int64(len(ms)) {
-		return fmt.Errorf("store: %d of %d moved jobs written", n, len(ms))
+	if written != int64(len(ms)) {
+		return fmt.Errorf("store: %d of %d moved jobs written", written, len(ms))
 	}
 	return nil
+}
+
+// conversationMoves is what a statement that moves messages to other
+// devices changes of their conversations (0006: each SMS message counted in
+// its device's conversation with its number, whose newest is the highest
+// id), which the statement's caller writes (queue) in the same transaction,
+// after it: no trigger does it (migration 0024).
+type conversationMoves struct {
+	ids, companies, from, to []int64
+	phones                   []string
+}
+
+// add counts the move of m, as stored (its device the one it leaves), to
+// the device to; a WhatsApp or iMessage message, or one that stays, has no
+// conversation to move.
+func (mv *conversationMoves) add(m store.Message, to uint64) {
+	if store.IsAgentChannel(m.Channel) || m.DeviceID == to {
+		return
+	}
+	mv.ids, mv.companies = append(mv.ids, id(m.ID)), append(mv.companies, id(m.CompanyID))
+	mv.from, mv.to = append(mv.from, id(m.DeviceID)), append(mv.to, id(to))
+	mv.phones = append(mv.phones, m.Phone)
+}
+
+// queueSay queues what the statement that moves the messages must follow:
+// the transaction's word that it moves their conversations itself, without
+// which the guard of migration 0024 (the trigger messages_conversation_move)
+// refuses the move of an SMS message.
+func (mv *conversationMoves) queueSay(b *pgx.Batch) {
+	if len(mv.ids) > 0 {
+		b.Queue("SELECT set_config('simrelay.conversations_moved', 'on', true)")
+	}
+}
+
+// queue queues the conversations' writes, to run after the statement that
+// moved the messages: one statement takes the moved messages off the
+// conversations they leave (the newest looked for again where it was one
+// of them, among the messages that stayed), one removes the conversations
+// left empty, one adds them to the conversations they join, each
+// conversation's row written once however many of its messages moved, the
+// rows locked in key order (the primary key's, phone COLLATE "C") in each
+// statement, as the insert's trigger locks them (0021).
+func (mv *conversationMoves) queue(b *pgx.Batch) {
+	if len(mv.ids) == 0 {
+		return
+	}
+	// The messages' phone, not the conversation's (COLLATE "C"), is
+	// compared with the messages' own: so it is a probe of their index
+	// messages_conversation, not a scan of the table.
+	b.Queue(`WITH g AS (SELECT u.company_id, u.from_dev, u.phone, count(*) AS n, array_agg(u.id) AS ids
+			FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[]) AS u (id, company_id, from_dev, phone)
+			GROUP BY u.company_id, u.from_dev, u.phone),
+		l AS (SELECT c.company_id, c.device_id, c.phone, g.n, g.ids, g.phone AS num FROM conversations c
+			JOIN g ON c.company_id = g.company_id AND c.device_id = g.from_dev AND c.phone = g.phone
+			ORDER BY c.company_id, c.device_id, c.phone FOR UPDATE OF c)
+		UPDATE conversations c SET messages = c.messages - l.n, last_id = CASE WHEN c.last_id <> ALL(l.ids) THEN c.last_id
+			ELSE coalesce((SELECT max(m.id) FROM messages m WHERE m.company_id = l.company_id AND m.device_id = l.device_id
+				AND m.phone = l.num AND m.channel NOT IN ('whatsapp', 'imessage')), 0) END
+		FROM l WHERE c.company_id = l.company_id AND c.device_id = l.device_id AND c.phone = l.phone`,
+		mv.ids, mv.companies, mv.from, mv.phones)
+	b.Queue(`DELETE FROM conversations c USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS u (company_id, device_id, phone)
+		WHERE c.company_id = u.company_id AND c.device_id = u.device_id AND c.phone = u.phone AND c.messages <= 0`,
+		mv.companies, mv.from, mv.phones)
+	b.Queue(`INSERT INTO conversations AS c (company_id, device_id, phone, messages, last_id)
+		SELECT u.company_id, u.to_dev, u.phone, count(*), max(u.id)
+		FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::text[]) AS u (id, company_id, to_dev, phone)
+		GROUP BY u.company_id, u.to_dev, u.phone
+		ORDER BY u.company_id, u.to_dev, u.phone COLLATE "C"
+		ON CONFLICT (company_id, device_id, phone) DO UPDATE SET
+			messages = c.messages + EXCLUDED.messages, last_id = greatest(c.last_id, EXCLUDED.last_id)`,
+		mv.ids, mv.companies, mv.to, mv.phones)
 }

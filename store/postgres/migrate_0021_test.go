@@ -11,21 +11,21 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// back0022 undoes migration 0023 on a database of the latest schema: its
-// index goes, as on a database of 0022.
-var back0022 = []string{
+// back0022 undoes migrations 0024 and 0023 on a database of the latest
+// schema: the index of 0023 goes, as on a database of 0022.
+var back0022 = append(slices.Clone(back0023),
 	"DROP INDEX conversations_phone",
 	"DELETE FROM schema_version WHERE version = 23",
-}
+)
 
-// back0021 undoes migrations 0023 and 0022 on a database of the latest
+// back0021 undoes migrations 0024 to 0022 on a database of the latest
 // schema: their indexes go, as on a database of 0021.
 var back0021 = append(slices.Clone(back0022),
 	"DROP INDEX device_failures_company, mail_outbox_company, pairings_company, sim_caps_company, webhook_events_company, one_time_tokens_user",
 	"DELETE FROM schema_version WHERE version = 22",
 )
 
-// back0020 undoes migrations 0022 and 0021 on a database of the latest
+// back0020 undoes migrations 0024 to 0021 on a database of the latest
 // schema: the conversations' row-level insert trigger of 0006 again, as on
 // a database of 0020. Tests of the migrations before it step back through
 // it.

@@ -99,20 +99,22 @@ func openPool(t *txn, companyID uint64, name string, check store.DeviceCheck, ta
 type poolRead struct {
 	gone  bool // no pool of the company has the name
 	raw   []byte
-	rows  int // the member turn rows of its members
+	rows  int // the member turn rows of its members (a single send's read only)
 	phone string
 	lt    lastTalk // phone's, for a single send through a sticky pool
 }
 
 // queuePool queues the read of the company's pool named name that
-// openPool opens, unlocked: its record and its members' turn rows and,
-// for a single send (one) through a sticky pool, what stickyCandidate
-// reads of its recipient phone at now (lastTalkSQL), so a single send
-// reads its pool in the round trip of its other reads (readSend).
+// openPool opens, unlocked: its record and, for a single send (one), how
+// many of its members have their turn row and, through a sticky pool,
+// what stickyCandidate reads of its recipient phone at now (lastTalkSQL),
+// so a single send reads its pool in the round trip of its other reads
+// (readSend). A bulk send reads the turns after locking them (newPicker),
+// so its read counts none (it read every member's row for nothing).
 func queuePool(b *pgx.Batch, companyID uint64, name, phone string, now time.Time, one bool) *poolRead {
 	pr := &poolRead{phone: phone}
 	lt := &pr.lt
-	b.Queue(`SELECT rec, (SELECT count(*) FROM pool_member_turns t WHERE t.pool_id = p.id
+	b.Queue(`SELECT rec, (SELECT count(*) FROM pool_member_turns t WHERE $5 AND t.pool_id = p.id
 			AND t.member_id IN (SELECT (e->>'id')::bigint FROM jsonb_array_elements(p.rec->'members') e)),
 			lt.entry_dev, lt.entry_slot, lt.written_at, lt.conv_dev, lt.conv_slot
 		FROM pools p LEFT JOIN LATERAL (`+lastTalkSQL("p.id", "$1", memberDevicesSQL("p.rec"), "$3", "$4",

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
 )
@@ -158,5 +160,50 @@ func TestStickyReadOfARecipient(t *testing.T) {
 		if pages := plans[0].Plan.Hit + plans[0].Plan.Read; pages > tc.pages {
 			t.Errorf("the read of %s went through %v pages, want at most %v", tc.phone, pages, tc.pages)
 		}
+	}
+}
+
+// TestBulkPoolReadCountsNoTurns: the read of a pool for a bulk send
+// (openPool) reads none of the members' turn rows, which only a single
+// send's read counts (to write the rows of members that lack one before
+// it picks without a lock): a bulk locks and reads the turns afterwards
+// (newPicker), and the count was thrown away, 100 rows and index entries
+// read for a pool of 100.
+func TestBulkPoolReadCountsNoTurns(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	c := poolOf100(t, s, store.PoolRoundRobin)
+	read := func(one bool) int64 {
+		t.Helper()
+		var n int64
+		err := s.write("test pool read", func(tx *txn) (err error) {
+			n, err = tuplesRead(tx, "pool_member_turns", func() error {
+				b := &pgx.Batch{}
+				pr := queuePool(b, c.ID, "bench", "+15550001111", conformance.T0, one)
+				if err := tx.sendBatch(b); err != nil {
+					return err
+				}
+				if pr.gone {
+					return fmt.Errorf("the pool is not read")
+				}
+				if one && pr.rows != 100 {
+					return fmt.Errorf("a single send's read counts %d turn rows, want 100", pr.rows)
+				}
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	single, bulk := read(true), read(false)
+	t.Logf("rows and index entries of pool_member_turns read by the pool's read: a single send's %d, a bulk's %d", single, bulk)
+	if single < 100 {
+		t.Errorf("a single send's read of the pool read %d rows and index entries of its turns, want at least its 100 members': the count does not see the reads", single)
+	}
+	if bulk != 0 {
+		t.Errorf("a bulk send's read of the pool read %d rows and index entries of its turns, want none: it reads them after locking them", bulk)
 	}
 }

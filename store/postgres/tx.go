@@ -295,6 +295,12 @@ func getRecs[T any](t *txn, sql string, args ...any) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
+	return scanRecs[T](rows)
+}
+
+// scanRecs reads the jsonb records of rows (one column) into a slice, in
+// their order, and closes them; none is an empty slice.
+func scanRecs[T any](rows pgx.Rows) ([]T, error) {
 	defer rows.Close()
 	out := []T{}
 	for rows.Next() {
