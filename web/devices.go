@@ -175,6 +175,25 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 // the new device once the phone registered and linked (online), or
 // PageTimers.PairingLink after it registered without linking.
 func (c *Console) devicesState(w http.ResponseWriter, r *http.Request, q *req) error {
+	answer := map[string]any{}
+	// The panel names its code (?pairing=): whether a phone can still
+	// register with it. Once it cannot (expired, or used), the panel stops
+	// asking and says so: it asked every 1.5 s for as long as the tab stayed
+	// open, a day or a week, each time a request that kept the session
+	// alive (no idle sign-out) and spent the user's share of the rate
+	// limit, under a code no phone could use any more. Another company's
+	// code is no live code, as on the page. The code is asked before the
+	// devices are listed: a phone that used it by then is in the list, so
+	// "expired" never comes without the phone that registered with it.
+	if code := query(r).Get("pairing"); code != "" {
+		answer["pairing"] = "live"
+		if _, err := c.deps.Devices.PairingURI(r.Context(), q.p().CompanyID, code); err != nil {
+			if pe, ok := problem.As(err); !ok || pe.Code != problem.NotFound {
+				return err
+			}
+			answer["pairing"] = "expired"
+		}
+	}
 	rows, err := c.deviceRows(r, q.p().CompanyID)
 	if err != nil {
 		return err
@@ -191,23 +210,7 @@ func (c *Console) devicesState(w http.ResponseWriter, r *http.Request, q *req) e
 		msg := bidi.Isolate(d.Name) + " is paired."
 		out[i] = stateRow{deviceRow: d, Paired: msg, PairedSig: c.flash.sign(q.sess.CSRF, "ok", msg, "")}
 	}
-	answer := map[string]any{"devices": out}
-	// The panel names its code (?pairing=): whether a phone can still
-	// register with it. Once it cannot (expired, or used), the panel stops
-	// asking and says so: it asked every 1.5 s for as long as the tab stayed
-	// open, a day or a week, each time a request that kept the session
-	// alive (no idle sign-out) and spent the user's share of the rate
-	// limit, under a code no phone could use any more. Another company's
-	// code is no live code, as on the page.
-	if code := query(r).Get("pairing"); code != "" {
-		answer["pairing"] = "live"
-		if _, err := c.deps.Devices.PairingURI(r.Context(), q.p().CompanyID, code); err != nil {
-			if pe, ok := problem.As(err); !ok || pe.Code != problem.NotFound {
-				return err
-			}
-			answer["pairing"] = "expired"
-		}
-	}
+	answer["devices"] = out
 	writeJSON(w, http.StatusOK, answer)
 	return nil
 }
