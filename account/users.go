@@ -74,7 +74,10 @@ func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (stor
 	if err != nil {
 		return u, mapStoreErr(err, "company")
 	}
-	inviter := c.Name
+	// The API key acts for the company, not for a person: its invitation
+	// names no inviter ("You have been invited to join Acme"), where naming
+	// the company as one read "Acme invited you to join Acme".
+	inviter := ""
 	if !p.ViaAPIKey {
 		// The invitation remembers who sent it, for good (store.User's
 		// InvitedBy): the company reviews an admin's invitees when it
