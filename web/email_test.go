@@ -1,9 +1,11 @@
 package web_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/web"
 )
 
@@ -20,6 +22,30 @@ func TestSettingsTellsOfEmailToSMS(t *testing.T) {
 		if !strings.Contains(page, want) {
 			t.Errorf("settings page lacks %q", want)
 		}
+	}
+
+	// With the company's e-mail device set, the page names it: the mail
+	// without a device in its address goes from that phone.
+	if strings.Contains(page, "The company's e-mail device is") {
+		t.Error("with no e-mail device set, the settings page names one")
+	}
+	key := on.company("Beta", "bo@beta.test", "Correct1horse")
+	on.registerPhone(on.pairingCode(key), "fp-mail")
+	req, _ := http.NewRequest(http.MethodPatch, on.url+"/company", strings.NewReader(`{"emailDevice": "fp-mail"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := testhttp.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("PATCH /company emailDevice: %d", res.StatusCode)
+	}
+	bo := on.browser()
+	bo.signIn("bo@beta.test", "Correct1horse")
+	if page := bo.get("/console/settings").body; !strings.Contains(page, "The company's e-mail device is <code>fp-mail</code>") {
+		t.Errorf("with an e-mail device set, the settings page does not name it:\n%s", page)
 	}
 
 	off := newEnv(t)
