@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
@@ -53,6 +54,29 @@ func badID(path string) error {
 	return problem.New(problem.InvalidJSON, fmt.Sprintf("The event's %s is no Stripe id: at most %d bytes of printable ASCII without spaces.", path, maxStripeID))
 }
 
+// signedAhead reports whether a Stripe-Signature header that verified
+// names a time more than the library's tolerance (webhook.DefaultTolerance,
+// five minutes) after now. The library refuses only a timestamp older than
+// that: a delivery signed ahead of its time, and caught, would verify
+// until its time had passed and the tolerance after it. The header is read
+// as the library reads it (pairs split at commas, the last t= wins); a
+// header it could not read did not verify.
+func signedAhead(header string, now time.Time) bool {
+	var at int64
+	for _, pair := range strings.Split(header, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k != "t" {
+			continue
+		}
+		t, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return true
+		}
+		at = t
+	}
+	return at > now.Add(webhook.DefaultTolerance).Unix()
+}
+
 // HandleStripeEvent verifies and applies one Stripe webhook delivery.
 // A bad signature is 400; anything signed answers nil (200) once it is
 // recorded or judged irrelevant, so Stripe stops retrying it. Each event id
@@ -73,6 +97,9 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 			return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
 		}
 		return errNoEvent
+	}
+	if signedAhead(signature, time.Now()) {
+		return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
 	}
 	if ev.ID == "" || ev.Type == "" || ev.Data == nil || len(ev.Data.Raw) == 0 || ev.Data.Object == nil {
 		// JSON, but no event: without data the switch below would read a
