@@ -392,8 +392,10 @@ func (s *Service) ownCompany(meta map[string]string) uint64 {
 
 // planOf is the plan a subscription is on: the plan whose Stripe price its
 // first item has (a change made in the Billing Portal shows there), else the
-// plan its metadata names.
+// plan its metadata names. A price that no plan has (one the portal offers
+// but the plans file lacks) is warned of once (unknownPrice).
 func (s *Service) planOf(ev stripe.Event, ss stripe.Subscription) string {
+	unknown := ""
 	if ss.Items != nil {
 		for _, it := range ss.Items.Data {
 			if it != nil && it.Price != nil && it.Price.ID != "" {
@@ -402,10 +404,42 @@ func (s *Service) planOf(ev stripe.Event, ss stripe.Subscription) string {
 						return p.ID
 					}
 				}
+				if unknown == "" {
+					unknown = it.Price.ID
+				}
 			}
 		}
 	}
+	if unknown != "" {
+		s.unknownPrice(ev, ss, unknown)
+	}
 	return s.knownPlan(ev, ss.Metadata["plan_id"])
+}
+
+// maxUnknownPrices bounds the prices unknownPrice remembers; past it, each
+// event with another such price is warned of.
+const maxUnknownPrices = 1000
+
+// unknownPrice warns, once per price for the life of the process, that a
+// subscription's price is on no plan of the plans file: the subscription
+// keeps the plan its metadata names, and that plan's limits, whatever the
+// company pays. Each renewal and change of such a subscription comes
+// again; one line per price tells the operator without burying the log.
+func (s *Service) unknownPrice(ev stripe.Event, ss stripe.Subscription, price string) {
+	s.mu.Lock()
+	_, seen := s.unknownPrices[price]
+	if !seen && len(s.unknownPrices) < maxUnknownPrices {
+		if s.unknownPrices == nil {
+			s.unknownPrices = make(map[string]struct{})
+		}
+		s.unknownPrices[price] = struct{}{}
+	}
+	s.mu.Unlock()
+	if seen {
+		return
+	}
+	s.log.Warn("stripe subscription's price is on no plan of the plans file: the subscription keeps the plan its metadata names, and its limits; add the price to a plan's stripe_price_id (--plans) and restart (warned once per price)",
+		"price", price, "event", ev.ID, "subscription", ss.ID, "metadata_plan", ss.Metadata["plan_id"])
 }
 
 // apply finds the company (this server's metadata.company_id, then the
