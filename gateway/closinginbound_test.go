@@ -70,3 +70,47 @@ func TestInboundOfAClosingCompany(t *testing.T) {
 		}
 	}
 }
+
+// A hello that names WhatsApp numbers on a link upgraded before its
+// company's removal, and sent once the removal took the company's record,
+// is closed 4503 (device deleted), as a hello whose device is gone is
+// (PROTOCOL.md section 7.1). The read of the company's region, to check
+// the numbers, found no company and was taken for a server fault: close
+// 1011, after which the phone reconnects; 4503 tells it to stop.
+func TestHelloOfARemovedCompany(t *testing.T) {
+	t.Parallel()
+	st := storetest.OpenWith(t, storetest.Options{})
+	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{wire: func(h *Hub, log *slog.Logger) {
+		agents, err := channel.New(channel.Config{}, st, log, time.Now, rand.NewPCG(1, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents.SetDispatcher(h)
+		h.SetAgents(agents)
+	}})
+	ws, _, err := r.dial(r.pair("removed-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if _, err := r.store.MarkCompanyClosing(r.company, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		res, err := r.store.RemoveCompanyStep(r.company, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Done {
+			break
+		}
+		if i == 100 {
+			t.Fatal("the removal did not end in 100 steps")
+		}
+	}
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
+		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+	if code := closeCode(t, ws); code != proto.CloseDeviceGone {
+		t.Errorf("a hello of a removed company: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
+	}
+}
