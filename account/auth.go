@@ -156,6 +156,9 @@ func (s *Service) createCompany(ctx context.Context, c *store.Company, u *store.
 	c.CreatedAt, c.APIKeyHash, c.APIKeySealed, c.APIKeyCreatedAt = now, tokenHash(key), s.sealer.seal(key), now
 	u.PasswordHash, u.EmailVerified, u.CreatedAt = hash, verified, now
 	if err := s.store.CreateCompany(c, u); err != nil {
+		if errors.Is(err, store.ErrConflict) && s.addressClosing(u.Email) {
+			return "", errAddressClosing
+		}
 		return "", mapStoreErr(err, "company")
 	}
 	s.log.Info("company created", "company_id", c.ID, "user_id", u.ID)
@@ -444,7 +447,9 @@ func (s *Service) ResetPassword(ctx context.Context, token, password string) err
 	if err != nil {
 		return err
 	}
+	email := ""
 	_, err = s.store.ConsumeOneTimeToken(tokenHash(token), []string{tokenReset, tokenInvite}, s.now(), true, func(u *store.User) error {
+		email = u.Email
 		u.PasswordHash = hash
 		u.EmailVerified = true
 		// Access tokens cannot be listed and revoked one by one, so every
@@ -453,7 +458,13 @@ func (s *Service) ResetPassword(ctx context.Context, token, password string) err
 		return nil
 	})
 	if errors.Is(err, store.ErrConflict) {
-		// An invitee whose address got an account elsewhere since the invitation.
+		// An invitee whose address got an account elsewhere since the
+		// invitation, or has one still in a company being closed (the
+		// link is not spent: followed again once the address is free, it
+		// works).
+		if s.addressClosing(email) {
+			return errInviteAddressClosing
+		}
 		return errAddressTaken
 	}
 	return tokenErr(err)
@@ -462,3 +473,28 @@ func (s *Service) ResetPassword(ctx context.Context, token, password string) err
 // errAddressTaken answers only the owner of the mailbox (the invitation link
 // came there), so it may say that the address has an account.
 var errAddressTaken = problem.New(problem.Conflict, "This e-mail address already has a simrelay account, and an address can belong to one company only. Sign in with it, or ask to be invited at another address.")
+
+// errAddressClosing answers a new account (a sign-up, the admin command's
+// company) whose address still belongs to a user of a company being
+// closed: the address is free once the removal's first step took it
+// (account/close.go), within a minute or so, or longer while that step
+// fails and waits for its next try. No one can sign in with the old
+// account meanwhile, so the answer does not say to. It tells no more
+// than the 409 of an address in use would (the contract keeps that one).
+var errAddressClosing = problem.New(problem.Conflict, "This e-mail address belongs to an account of a company being closed. The address is free once the closing ends, usually within minutes: try again then.")
+
+// errInviteAddressClosing is errAddressClosing for an invitation's link,
+// which stays valid until it expires.
+var errInviteAddressClosing = problem.New(problem.Conflict, "This e-mail address still belongs to an account of a company being closed. The address is free once the closing ends, usually within minutes: follow this link again then (it stays valid until it expires).")
+
+// addressClosing says whether an address the store refused as held
+// (ErrConflict) finds no account: its holder's company is closing (the
+// store finds no user of such a company by address, store.Backend's
+// UserByEmail) or was removed just now. A fault of the read says no.
+func (s *Service) addressClosing(email string) bool {
+	if email == "" {
+		return false
+	}
+	_, err := s.store.UserByEmail(email)
+	return errors.Is(err, store.ErrNotFound)
+}

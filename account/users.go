@@ -101,7 +101,14 @@ func (s *Service) Invite(ctx context.Context, p Principal, in InviteInput) (stor
 	// refused one of this company's) cannot join a second company. Its owner
 	// is told so by mail; the inviting company gets the answer any invitation
 	// gets, and the same work is done either way (a token is stored, a mail
-	// queued), so neither the answer nor its timing says the address exists.
+	// queued, the address looked up), so neither the answer nor its timing
+	// says the address exists. An account of a company being closed finds
+	// no user (addressClosing): its address is free within minutes, so the
+	// invitation is the usual one, whose link works once it is (until then
+	// it answers 409 saying so, ResetPassword).
+	if s.addressClosing(u.Email) {
+		held = false
+	}
 	err = s.sendToken(ctx, u, tokenInvite, s.cfg.InviteTTL, func(tok string) mail.Message {
 		if held {
 			return mail.InviteAddressTaken(u.FirstName, c.Name, inviter)

@@ -624,3 +624,42 @@ func TestCheckoutExpiredForgetsTheOpenCheckout(t *testing.T) {
 		t.Errorf("an expired session bound its customer %q", sub.CustomerID)
 	}
 }
+
+// A subscription moved (in the Billing Portal) to a Stripe price that no
+// plan of the plans file has keeps the plan its metadata names, and its
+// limits: the operator is told so by one warning per such price, naming
+// it, however many events carry it (a warning per event would bury the
+// log under each renewal's).
+func TestPriceOfNoPlanIsWarnedOnce(t *testing.T) {
+	t.Parallel()
+	st, co := acme(t)
+	var logs syncbuf.Buffer
+	svc := stripeServiceAt(t, st, "http://127.0.0.1:1", slog.New(slog.NewTextHandler(&logs, nil)), time.Now)
+	meta := starterMeta(co.ID)
+	sub := func(price string) map[string]any {
+		return map[string]any{"id": "sub_A", "object": "subscription", "customer": "cus_A", "status": "active", "metadata": meta,
+			"items": map[string]any{"object": "list", "data": []any{map[string]any{"id": "si_A", "object": "subscription_item",
+				"price": map[string]any{"id": price, "object": "price"}}}}}
+	}
+	t0 := time.Now().Unix()
+	handle(t, svc, "evt_1", billing.EventSubscriptionCreated, t0, sub("price_starter"))
+	handle(t, svc, "evt_2", billing.EventSubscriptionUpdated, t0+1, sub("price_gold"))
+	handle(t, svc, "evt_3", billing.EventSubscriptionUpdated, t0+2, sub("price_gold"))
+	handle(t, svc, "evt_4", billing.EventSubscriptionUpdated, t0+3, sub("price_platinum"))
+	if got := subscription(t, st, co.ID); got.PlanID != billing.PlanStarter || got.Status != billing.StatusActive {
+		t.Fatalf("after the moves to prices of no plan: %+v, want the metadata's plan, starter", got)
+	}
+	warned := map[string]int{}
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, "plans file") {
+			for _, p := range []string{"price_gold", "price_platinum", "price_starter"} {
+				if strings.Contains(l, "price="+p) {
+					warned[p]++
+				}
+			}
+		}
+	}
+	if warned["price_gold"] != 1 || warned["price_platinum"] != 1 || warned["price_starter"] != 0 {
+		t.Errorf("warnings per price: %v, want one for each price of no plan; the log:\n%s", warned, logs.String())
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/simrelay/simrelay/problem"
@@ -117,6 +118,11 @@ type Service struct {
 	now      func() time.Time
 	// hold cuts a checkout's calls to the provider: checkoutHold.
 	hold time.Duration
+
+	mu sync.Mutex
+	// unknownPrices are the Stripe prices of no plan warned of already
+	// (unknownPrice).
+	unknownPrices map[string]struct{}
 }
 
 // New checks the configuration; the error names the plan and field at fault.

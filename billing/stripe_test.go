@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,5 +161,36 @@ func TestStripePeriodOfTheSubscriptionItem(t *testing.T) {
 	from, to := svc.Period(co.ID)
 	if !from.Equal(start) || !to.Equal(end) {
 		t.Errorf("the period: %s to %s, want the item's, %s to %s", from, to, start, end)
+	}
+}
+
+// TestStripeSignatureAheadOfTime: a delivery signed less than the tolerance
+// (five minutes) ahead of the server's clock is applied, as Stripe's clock
+// may run ahead; one signed further ahead is 400 naming Stripe-Signature
+// and applies nothing, as one signed that long ago is. The library refused
+// only the late one.
+func TestStripeSignatureAheadOfTime(t *testing.T) {
+	t.Parallel()
+	st, co := acme(t)
+	svc := stripeService(t, st)
+	payload, _ := subscriptionEvent(t, co.ID, nil)
+	sign := func(at time.Time) string {
+		return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: testSecret, Timestamp: at}).Header
+	}
+	now := time.Now()
+	for name, at := range map[string]time.Time{"ten minutes ahead": now.Add(10 * time.Minute), "ten minutes late": now.Add(-10 * time.Minute)} {
+		err := svc.HandleStripeEvent(context.Background(), payload, sign(at))
+		if !problem.Is(err, problem.ValidationFailed) || !strings.Contains(err.Error(), "Stripe-Signature") {
+			t.Errorf("signed %s: got %v, want 400 naming Stripe-Signature", name, err)
+		}
+	}
+	if sub, found, err := st.Subscription(co.ID); err != nil || found && sub.ProviderSubID != "" {
+		t.Fatalf("after the refused deliveries: %+v (found %v, %v), want none applied", sub, found, err)
+	}
+	if err := svc.HandleStripeEvent(context.Background(), payload, sign(now.Add(time.Minute))); err != nil {
+		t.Fatalf("signed a minute ahead: %v", err)
+	}
+	if sub, _, err := st.Subscription(co.ID); err != nil || sub.ProviderSubID != "sub_A" {
+		t.Errorf("after the delivery signed a minute ahead: %+v (%v), want sub_A applied", sub, err)
 	}
 }

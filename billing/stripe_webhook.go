@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
@@ -53,6 +54,29 @@ func badID(path string) error {
 	return problem.New(problem.InvalidJSON, fmt.Sprintf("The event's %s is no Stripe id: at most %d bytes of printable ASCII without spaces.", path, maxStripeID))
 }
 
+// signedAhead reports whether a Stripe-Signature header that verified
+// names a time more than the library's tolerance (webhook.DefaultTolerance,
+// five minutes) after now. The library refuses only a timestamp older than
+// that: a delivery signed ahead of its time, and caught, would verify
+// until its time had passed and the tolerance after it. The header is read
+// as the library reads it (pairs split at commas, the last t= wins); a
+// header it could not read did not verify.
+func signedAhead(header string, now time.Time) bool {
+	var at int64
+	for _, pair := range strings.Split(header, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok || k != "t" {
+			continue
+		}
+		t, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return true
+		}
+		at = t
+	}
+	return at > now.Add(webhook.DefaultTolerance).Unix()
+}
+
 // HandleStripeEvent verifies and applies one Stripe webhook delivery.
 // A bad signature is 400; anything signed answers nil (200) once it is
 // recorded or judged irrelevant, so Stripe stops retrying it. Each event id
@@ -73,6 +97,9 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 			return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
 		}
 		return errNoEvent
+	}
+	if signedAhead(signature, time.Now()) {
+		return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
 	}
 	if ev.ID == "" || ev.Type == "" || ev.Data == nil || len(ev.Data.Raw) == 0 || ev.Data.Object == nil {
 		// JSON, but no event: without data the switch below would read a
@@ -365,8 +392,10 @@ func (s *Service) ownCompany(meta map[string]string) uint64 {
 
 // planOf is the plan a subscription is on: the plan whose Stripe price its
 // first item has (a change made in the Billing Portal shows there), else the
-// plan its metadata names.
+// plan its metadata names. A price that no plan has (one the portal offers
+// but the plans file lacks) is warned of once (unknownPrice).
 func (s *Service) planOf(ev stripe.Event, ss stripe.Subscription) string {
+	unknown := ""
 	if ss.Items != nil {
 		for _, it := range ss.Items.Data {
 			if it != nil && it.Price != nil && it.Price.ID != "" {
@@ -375,10 +404,42 @@ func (s *Service) planOf(ev stripe.Event, ss stripe.Subscription) string {
 						return p.ID
 					}
 				}
+				if unknown == "" {
+					unknown = it.Price.ID
+				}
 			}
 		}
 	}
+	if unknown != "" {
+		s.unknownPrice(ev, ss, unknown)
+	}
 	return s.knownPlan(ev, ss.Metadata["plan_id"])
+}
+
+// maxUnknownPrices bounds the prices unknownPrice remembers; past it, each
+// event with another such price is warned of.
+const maxUnknownPrices = 1000
+
+// unknownPrice warns, once per price for the life of the process, that a
+// subscription's price is on no plan of the plans file: the subscription
+// keeps the plan its metadata names, and that plan's limits, whatever the
+// company pays. Each renewal and change of such a subscription comes
+// again; one line per price tells the operator without burying the log.
+func (s *Service) unknownPrice(ev stripe.Event, ss stripe.Subscription, price string) {
+	s.mu.Lock()
+	_, seen := s.unknownPrices[price]
+	if !seen && len(s.unknownPrices) < maxUnknownPrices {
+		if s.unknownPrices == nil {
+			s.unknownPrices = make(map[string]struct{})
+		}
+		s.unknownPrices[price] = struct{}{}
+	}
+	s.mu.Unlock()
+	if seen {
+		return
+	}
+	s.log.Warn("stripe subscription's price is on no plan of the plans file: the subscription keeps the plan its metadata names, and its limits; add the price to a plan's stripe_price_id (--plans) and restart (warned once per price)",
+		"price", price, "event", ev.ID, "subscription", ss.ID, "metadata_plan", ss.Metadata["plan_id"])
 }
 
 // apply finds the company (this server's metadata.company_id, then the

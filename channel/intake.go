@@ -345,6 +345,11 @@ func (s *Service) Waits(dev store.Device, numberID uint64) time.Duration {
 	return s.gov.Waits(pacing.Key{Company: dev.CompanyID, Number: numberID}, s.now())
 }
 
+// errInboundDeviceGone refuses an inbound of a device deleted, or of a
+// company removed (which takes its devices): error not_found, which the
+// agent drops (PROTOCOL.md section 10.2), never a close for a server fault.
+var errInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted.")
+
 // Inbound stores a WhatsApp or iMessage message an agent received, once
 // per client_id, and returns the acknowledgement to send once it is durable.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
@@ -357,6 +362,11 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	// sim_slot means nothing here and is ignored (an agent that shares
 	// code with an SMS phone may send one).
 	region, err := s.region(dev.CompanyID)
+	if errors.Is(err, store.ErrNotFound) {
+		// The company's removal took its record, after its devices: the
+		// agent's device is gone, as the store's ErrDeviceGone below says.
+		return proto.InboundAck{}, errInboundDeviceGone
+	}
 	if err != nil {
 		return proto.InboundAck{}, err
 	}
@@ -406,7 +416,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	stored, dup, err := s.store.StoreAgentInbound(&m, s.now)
 	switch {
 	case errors.Is(err, store.ErrDeviceGone):
-		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
+		return proto.InboundAck{}, errInboundDeviceGone
 	case errors.Is(err, store.ErrNotFound):
 		return proto.InboundAck{}, problem.Invalid("to", "is not "+aNoun(in.Channel)+" of this company: announce it in hello first")
 	case errors.Is(err, store.ErrMediaUnknown):

@@ -245,7 +245,8 @@ func (c *conn) pumpAgents() {
 		}
 		c.gapTimer.Stop()
 	}
-	// Uncounted in the hub's wait group, as the pace's timer (pumpSMS).
+	// Its pump is one of the link's counted goroutines (timerPump), as the
+	// pace's timer's (pumpSMS).
 	var timer *time.Timer
 	timer = time.AfterFunc(earliest, func() {
 		c.pumpMu.Lock()
@@ -253,7 +254,7 @@ func (c *conn) pumpAgents() {
 			c.gapTimer = nil
 		}
 		c.pumpMu.Unlock()
-		c.pump()
+		c.timerPump()
 	})
 	c.gapTimer, c.gapDue = timer, due
 }

@@ -64,6 +64,13 @@ func (c *conn) hello() bool {
 	if err == nil && h.agents != nil && (announces || hello.Jobs != nil) {
 		agent, err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
 	}
+	if errors.Is(err, store.ErrNotFound) {
+		// The company's removal took its record since the upgrade (its
+		// devices went first): the device is gone, as the hello's write
+		// below would find it.
+		c.closeWith(proto.CloseDeviceGone, "device deleted")
+		return false
+	}
 	if err != nil {
 		c.refuseHello(err, "check hello numbers")
 		return false

@@ -85,14 +85,6 @@ func (c *conn) pumpSMS() {
 				if d := r.Delay(); d > 0 {
 					r.Cancel()
 					if c.paceTimer == nil {
-						// The timer's pump runs on the timer's goroutine, which the
-						// hub's wait group does not count, and needs no count: the
-						// link's end (finish, on a goroutine it counts) marks the link
-						// closed, then takes pumpMu, so it waits for a pump under way,
-						// and every store call of a pump comes after a look at
-						// closed under pumpMu: a pump after the end calls none.
-						// Shutdown's wait thus covers it (the gap's timer, in
-						// pumpAgents, likewise).
 						var timer *time.Timer
 						timer = time.AfterFunc(d, func() {
 							c.pumpMu.Lock()
@@ -100,7 +92,7 @@ func (c *conn) pumpSMS() {
 								c.paceTimer = nil
 							}
 							c.pumpMu.Unlock()
-							c.pump()
+							c.timerPump()
 						})
 						c.paceTimer = timer
 					}
@@ -142,6 +134,21 @@ func (c *conn) pumpSMS() {
 			return
 		}
 	}
+}
+
+// timerPump is the pump a pace's or a gap's timer starts when a send it
+// held back is due: on one of the link's goroutines (spawn), counted in
+// the hub's wait group as a kick's pump is, so Shutdown waits for it (and
+// names it among those still running at its deadline). The timer's own
+// goroutine is no link's: a pump run on it could still be under way when
+// Shutdown returned. None starts once every goroutine of the link ended
+// while the hub stops (spawn): the link is over, and a pump after its end
+// sends nothing.
+func (c *conn) timerPump() {
+	if c.closed() {
+		return
+	}
+	c.spawn(taskPump, c.pump)
 }
 
 // kick tells the link that jobs were just queued for it (release: a

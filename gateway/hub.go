@@ -136,7 +136,7 @@ const (
 	taskEnd                  // a closed link's last seen and end, stored
 	taskClose                // a close handshake
 	taskPing                 // a ping's round trip
-	taskPump                 // a pump for kicks (conn.kick): sends and releases
+	taskPump                 // a pump for kicks (conn.kick): sends and releases; or for a pace's or gap's timer (conn.timerPump)
 	taskKinds
 )
 

@@ -23,9 +23,11 @@ import (
 // TestStripeWebhookForgeries: what a hostile network can send the webhook
 // without the signing secret, or with a signature of Stripe's it caught,
 // changes nothing: a signature older than the tolerance (five minutes, a
-// captured delivery replayed later), a body changed under a good signature,
-// a header whose v1 signs another timestamp than the one it names, one with
-// only a v0 (test-mode) scheme, an empty header. Each is 400
+// captured delivery replayed later), one dated more than the tolerance
+// ahead (one such capture would pass the age check until its date, and the
+// tolerance after), a body changed under a good signature, a header whose
+// v1 signs another timestamp than the one it names, one with only a v0
+// (test-mode) scheme, an empty header. Each is 400
 // validation_failed naming Stripe-Signature. A good signature over an event
 // id applied already (a capture replayed within the tolerance, or Stripe's
 // own retry, re-signed) is acknowledged and applies nothing.
@@ -51,6 +53,7 @@ func TestStripeWebhookForgeries(t *testing.T) {
 	now := time.Now()
 	body := payload("evt_forged", "active", now.Unix())
 	old := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: testWebhookSecret, Timestamp: now.Add(-6 * time.Minute)})
+	ahead := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: testWebhookSecret, Timestamp: now.Add(10 * time.Minute)})
 	good := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: testWebhookSecret, Timestamp: now})
 	otherTime := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: testWebhookSecret, Timestamp: now.Add(-time.Second)})
 	tampered := []byte(strings.Replace(string(body), `"active"`, `"trialing"`, 1))
@@ -59,6 +62,7 @@ func TestStripeWebhookForgeries(t *testing.T) {
 		header string
 	}{
 		"a signature past the tolerance":     {body, old.Header},
+		"a signature ahead of the tolerance": {body, ahead.Header},
 		"a body changed under its signature": {tampered, good.Header},
 		"v1 of another timestamp":            {body, fmt.Sprintf("t=%d,v1=%s", now.Unix(), otherTime.Header[strings.Index(otherTime.Header, "v1=")+3:])},
 		"v0 only":                            {body, fmt.Sprintf("t=%d,v0=%s", now.Unix(), good.Header[strings.Index(good.Header, "v1=")+3:])},

@@ -114,6 +114,11 @@ const maxClientID = 128
 // maxSender bounds an inbound sender, and so every name on the opt-out list.
 const maxSender = 64
 
+// errInboundDeviceGone refuses an inbound of a device deleted, or of a
+// company removed (which takes its devices): error not_found, which the
+// phone drops (PROTOCOL.md section 10.2), never a close for a server fault.
+var errInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted.")
+
 // Inbound stores a received SMS once per (device, client_id) and returns the
 // acknowledgement to send only after it is durable. The device is the
 // registration (company and device id): client_ids a previous owner's
@@ -133,6 +138,12 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	// numbers are stored in E.164 like everywhere else. In a company's
 	// region a national sender ("07400123456" in GB) is a number too.
 	region, err := s.region(dev.CompanyID)
+	if errors.Is(err, store.ErrNotFound) {
+		// The company's removal took its record: its devices went first,
+		// so the link's device is gone too, and its close is on the way
+		// (or, on another node, the link's next look finds it so).
+		return proto.InboundAck{}, errInboundDeviceGone
+	}
 	if err != nil {
 		return proto.InboundAck{}, err
 	}
@@ -171,7 +182,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	}
 	stored, dup, err := s.store.StoreInbound(&m, s.now)
 	if errors.Is(err, store.ErrDeviceGone) {
-		return proto.InboundAck{}, problem.New(problem.NotFound, "The device was deleted.")
+		return proto.InboundAck{}, errInboundDeviceGone
 	}
 	if err != nil {
 		return proto.InboundAck{}, budgetRefusal(err, s.now())

@@ -104,7 +104,11 @@ func (s *Store) User(id uint64) (User, error) {
 	return u, nil
 }
 
-// UserByEmail finds a user by e-mail, ignoring case.
+// UserByEmail finds a user by e-mail, ignoring case. A user of a company
+// closing (MarkCompanyClosing) is ErrNotFound, as for User: no login or
+// reset finds the account from the mark on. The address stays held until
+// the removal's first step takes it: CreateCompany and an invitee's claim
+// of it are ErrConflict until then.
 func (s *Store) UserByEmail(email string) (User, error) {
 	var u User
 	err := s.view(func(tx *bolt.Tx) error {
@@ -112,7 +116,14 @@ func (s *Store) UserByEmail(email string) (User, error) {
 		if id == nil {
 			return ErrNotFound
 		}
-		return getJSON(tx.Bucket(bucketUsers), id, &u)
+		if err := getJSON(tx.Bucket(bucketUsers), id, &u); err != nil {
+			return err
+		}
+		if err := companyOpen(tx, u.CompanyID); err != nil {
+			u = User{}
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return u, fmt.Errorf("store: user by email: %w", err)

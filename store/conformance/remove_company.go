@@ -361,8 +361,21 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	if err := s.PutOneTimeToken([]byte(fmt.Sprintf("link-closing-%d", unique())), store.OneTimeToken{UserID: admin.ID, Kind: "reset", ExpiresAt: at.Add(time.Hour)}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("an e-mailed link of a closing company's user: %v, want ErrNotFound", err)
 	}
+	// Its address finds no account (a login, a reset): but the address
+	// stays the user's until the removal's first step takes it, so a new
+	// account of it is refused until then, as one in use.
+	if u, err := s.UserByEmail(admin.Email); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the address of a closing company's user: %+v (%v), want ErrNotFound", u, err)
+	}
+	anew := store.Company{Name: "Again", APIKeyHash: []byte(fmt.Sprintf("key-again-%d", unique()))}
+	if err := s.CreateCompany(&anew, &store.User{Email: admin.Email, PasswordHash: "x", Role: store.RoleAdmin}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a new company whose owner has a closing company's address: %v, want ErrConflict", err)
+	}
 	if u, err := s.User(kept.Users[0].ID); err != nil || u.ID != kept.Users[0].ID {
 		t.Errorf("a user of another company: %+v (%v)", u, err)
+	}
+	if u, err := s.UserByEmail(kept.Users[0].Email); err != nil || u.ID != kept.Users[0].ID {
+		t.Errorf("the address of a user of another company: %+v (%v)", u, err)
 	}
 	if _, err := s.UpdateSubscription(c.ID, func(sub *store.Subscription) error {
 		sub.Checkout = &store.Checkout{Claim: "claim-2", ClaimedAt: at}

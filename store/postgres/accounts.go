@@ -202,12 +202,17 @@ func (s *Store) User(userID uint64) (store.User, error) {
 }
 
 // UserByEmail finds the account that holds an address, ignoring case; a
-// pending invitee holds none.
+// pending invitee holds none. A user of a company closing
+// (MarkCompanyClosing) is ErrNotFound, as for User: no login or reset
+// finds the account from the mark on. The address stays held until the
+// removal's first step takes it: CreateCompany and an invitee's claim of
+// it are ErrConflict until then.
 func (s *Store) UserByEmail(email string) (store.User, error) {
 	var u store.User
 	err := s.read("user by email", func(t *txn) error {
 		u = store.User{}
-		return getRec(t, &u, "SELECT rec FROM users WHERE email = $1 AND held", emailKey(email))
+		return getRec(t, &u, `SELECT u.rec FROM users u JOIN companies c ON c.id = u.company_id
+			WHERE u.email = $1 AND u.held AND NOT c.rec ? 'closing_at'`, emailKey(email))
 	})
 	return u, err
 }
