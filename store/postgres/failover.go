@@ -274,7 +274,7 @@ func (mv *conversationMoves) queue(b *pgx.Batch) {
 			ORDER BY c.company_id, c.device_id, c.phone FOR UPDATE OF c)
 		UPDATE conversations c SET messages = c.messages - l.n, last_id = CASE WHEN c.last_id <> ALL(l.ids) THEN c.last_id
 			ELSE coalesce((SELECT max(m.id) FROM messages m WHERE m.company_id = l.company_id AND m.device_id = l.device_id
-				AND m.phone = l.num AND m.channel NOT IN ('whatsapp', 'imessage')), 0) END
+				AND m.phone = l.num AND m.channel NOT IN `+agentChannels+`), 0) END
 		FROM l WHERE c.company_id = l.company_id AND c.device_id = l.device_id AND c.phone = l.phone`,
 		mv.ids, mv.companies, mv.from, mv.phones)
 	b.Queue(`DELETE FROM conversations c USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS u (company_id, device_id, phone)
