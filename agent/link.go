@@ -33,10 +33,6 @@ const (
 	// and never answers would otherwise hold the agent there for good, with
 	// no reconnect.
 	dialTimeout = 30 * time.Second
-	// maxJobID is the longest send id the agent takes: job ids are UUIDs,
-	// and the server answers an ack or status of an id over 128 bytes with
-	// not_found, as it names no job.
-	maxJobID = 128
 )
 
 // holdLink keeps the link up, reconnecting with PROTOCOL.md's backoff,
@@ -358,7 +354,7 @@ func (a *Agent) handle(ctx context.Context, l *link, data []byte) error {
 	}
 	switch f := f.(type) {
 	case *proto.Send:
-		if f.ID == "" || len(f.ID) > maxJobID {
+		if f.ID == "" || len(f.ID) > proto.MaxJobIDBytes {
 			// Neither journaled (the journal takes no empty key, none
 			// over 32 KiB) nor answered (an ack of it names no job):
 			// ignored, so that it does not end the link, and with it

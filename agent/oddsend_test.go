@@ -21,7 +21,7 @@ import (
 // every link held the agent in a reconnect loop with none of its jobs done.
 func TestSendWithAnUnusableIDIsIgnored(t *testing.T) {
 	t.Parallel()
-	for _, id := range []string{"", strings.Repeat("x", maxJobID+1), strings.Repeat("x", 40000)} {
+	for _, id := range []string{"", strings.Repeat("x", proto.MaxJobIDBytes+1), strings.Repeat("x", 40000)} {
 		t.Run(fmt.Sprint(len(id)), func(t *testing.T) {
 			t.Parallel()
 			good := fmt.Sprint("good-", len(id))

@@ -20,6 +20,12 @@ const MaxFrameBytes = 64 << 10
 // valid client_id, so a valid id always comes back whole.
 const MaxEchoBytes = 128
 
+// MaxJobIDBytes is the longest id a send frame's job may have: job ids are
+// UUIDs (36 bytes), so a send whose id is empty or longer names no job
+// (section 8.3: a phone ignores it), and an ack or status naming a longer
+// one is answered not_found without a look in the store.
+const MaxJobIDBytes = 128
+
 // Frame types.
 const (
 	TypeHello      = "hello"

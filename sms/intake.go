@@ -18,12 +18,6 @@ import (
 
 var errNoJob = problem.New(problem.NotFound, "This device has no job with that id.")
 
-// maxJobID is the longest id a report may name and reach the store: job
-// ids are UUIDs (36 bytes), so a longer one names no job, and is refused
-// at once rather than held, up to a frame's 64 KiB, in the store's commit
-// queue until it finds nothing.
-const maxJobID = 128
-
 // Ack records that the phone durably took a job: it queues the change for
 // the store's next group commit and returns at once; the Report's Wait
 // says, once the change is durable, whether the job's status moved. dev is
@@ -31,7 +25,10 @@ const maxJobID = 128
 // (company and device id) moves, never one of an earlier owner of the
 // handset.
 func (s *Service) Ack(_ context.Context, dev store.Device, id string) Report {
-	if len(id) > maxJobID {
+	// An id longer than any job's (proto.MaxJobIDBytes) names no job, and
+	// is refused at once rather than held, up to a frame's 64 KiB, in the
+	// store's commit queue until it finds nothing.
+	if len(id) > proto.MaxJobIDBytes {
 		return Report{err: errNoJob}
 	}
 	return Report{s: s, t: s.store.TransitionLater(dev.CompanyID, dev.ID, id, store.MsgSending, "", "", "", s.now())}
@@ -45,7 +42,7 @@ func (s *Service) Status(_ context.Context, dev store.Device, st proto.Status) R
 	default:
 		return Report{err: problem.Invalid("status", "must be sent, delivered or failed")}
 	}
-	if len(st.ID) > maxJobID {
+	if len(st.ID) > proto.MaxJobIDBytes {
 		return Report{err: errNoJob}
 	}
 	st.Error = proto.CutBytes(st.Error, maxErrorBytes)
