@@ -11,6 +11,7 @@ import (
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
+	"github.com/simrelay/simrelay/store/conformance"
 )
 
 // An inbound (SMS, or an agent's WhatsApp message) that arrives on a
@@ -24,15 +25,7 @@ import (
 // message again on every link.
 func TestInboundOfAClosingCompany(t *testing.T) {
 	t.Parallel()
-	st := storetest.OpenWith(t, storetest.Options{})
-	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{wire: func(h *Hub, log *slog.Logger) {
-		agents, err := channel.New(channel.Config{}, st, log, time.Now, rand.NewPCG(1, 2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents.SetDispatcher(h)
-		h.SetAgents(agents)
-	}})
+	r := agentsRig(t)
 	ws, _, err := r.dial(r.pair("closing-1"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -46,18 +39,7 @@ func TestInboundOfAClosingCompany(t *testing.T) {
 	if _, err := r.store.MarkCompanyClosing(r.company, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ { // the removal, step after step, and no Disconnect of the link
-		res, err := r.store.RemoveCompanyStep(r.company, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Done {
-			break
-		}
-		if i == 100 {
-			t.Fatal("the removal did not end in 100 steps")
-		}
-	}
+	conformance.RemoveCompany(t, r.store, r.company, 1000) // and no Disconnect of the link
 	// The second is answered on the same link: the first did not end it.
 	for _, in := range []proto.Inbound{
 		{ClientID: "sms-1", Channel: proto.ChannelSMS, From: "+15550000001", Message: "hello"},
@@ -79,15 +61,7 @@ func TestInboundOfAClosingCompany(t *testing.T) {
 // 1011, after which the phone reconnects; 4503 tells it to stop.
 func TestHelloOfARemovedCompany(t *testing.T) {
 	t.Parallel()
-	st := storetest.OpenWith(t, storetest.Options{})
-	r := newRigHub(t, st, Config{}, time.Now, nil, hubSetup{wire: func(h *Hub, log *slog.Logger) {
-		agents, err := channel.New(channel.Config{}, st, log, time.Now, rand.NewPCG(1, 2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		agents.SetDispatcher(h)
-		h.SetAgents(agents)
-	}})
+	r := agentsRig(t)
 	ws, _, err := r.dial(r.pair("removed-1"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,21 +70,24 @@ func TestHelloOfARemovedCompany(t *testing.T) {
 	if _, err := r.store.MarkCompanyClosing(r.company, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
-		res, err := r.store.RemoveCompanyStep(r.company, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Done {
-			break
-		}
-		if i == 100 {
-			t.Fatal("the removal did not end in 100 steps")
-		}
-	}
+	conformance.RemoveCompany(t, r.store, r.company, 1000)
 	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
 		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
 	if code := closeCode(t, ws); code != proto.CloseDeviceGone {
 		t.Errorf("a hello of a removed company: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
 	}
+}
+
+// agentsRig is a rig whose hub has the agents' channel service.
+func agentsRig(t *testing.T) *rig {
+	t.Helper()
+	st := storetest.OpenWith(t, storetest.Options{})
+	return newRigHub(t, st, Config{}, time.Now, nil, hubSetup{wire: func(h *Hub, log *slog.Logger) {
+		agents, err := channel.New(channel.Config{}, st, log, time.Now, rand.NewPCG(1, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		agents.SetDispatcher(h)
+		h.SetAgents(agents)
+	}})
 }
