@@ -77,6 +77,11 @@ func signedAhead(header string, now time.Time) bool {
 	return at > now.Add(webhook.DefaultTolerance).Unix()
 }
 
+// errBadSignature refuses a delivery whose Stripe-Signature does not
+// verify its body: missing, malformed, of another secret or body, or
+// dated outside the tolerance either way (signedAhead).
+var errBadSignature = problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
+
 // HandleStripeEvent verifies and applies one Stripe webhook delivery.
 // A bad signature is 400; anything signed answers nil (200) once it is
 // recorded or judged irrelevant, so Stripe stops retrying it. Each event id
@@ -94,12 +99,12 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		// sender's JSON at fault, not its signature.
 		if errors.Is(err, webhook.ErrNotSigned) || errors.Is(err, webhook.ErrInvalidHeader) ||
 			errors.Is(err, webhook.ErrNoValidSignature) || errors.Is(err, webhook.ErrTooOld) {
-			return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
+			return errBadSignature
 		}
 		return errNoEvent
 	}
 	if signedAhead(signature, time.Now()) {
-		return problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
+		return errBadSignature
 	}
 	if ev.ID == "" || ev.Type == "" || ev.Data == nil || len(ev.Data.Raw) == 0 || ev.Data.Object == nil {
 		// JSON, but no event: without data the switch below would read a
