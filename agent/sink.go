@@ -124,7 +124,7 @@ func (a *Agent) frame(m Received) proto.Inbound {
 // install's salt and the key, hashed when that would pass 128 bytes.
 func (a *Agent) clientID(key string) string {
 	id := a.opt.Config.Salt + ":" + key
-	if len(id) > 128 {
+	if len(id) > proto.MaxClientIDBytes {
 		sum := sha256.Sum256([]byte(key))
 		id = a.opt.Config.Salt + ":h:" + hex.EncodeToString(sum[:20])
 	}

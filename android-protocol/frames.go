@@ -26,6 +26,10 @@ const MaxEchoBytes = 128
 // one is answered not_found without a look in the store.
 const MaxJobIDBytes = 128
 
+// MaxClientIDBytes is the longest client_id an inbound may carry (section
+// 10.2: 1 to 128 bytes of UTF-8).
+const MaxClientIDBytes = 128
+
 // Frame types.
 const (
 	TypeHello      = "hello"

@@ -353,7 +353,7 @@ var errInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted
 // Inbound stores a WhatsApp or iMessage message an agent received, once
 // per client_id, and returns the acknowledgement to send once it is durable.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
-	if in.ClientID == "" || len(in.ClientID) > 128 {
+	if in.ClientID == "" || len(in.ClientID) > proto.MaxClientIDBytes {
 		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 bytes of UTF-8")
 	}
 	if in.Channel != WhatsApp && in.Channel != IMessage {

@@ -105,9 +105,6 @@ func checkDetail(st proto.Status) error {
 	return nil
 }
 
-// maxClientID bounds the phone's own message ids.
-const maxClientID = 128
-
 // maxSender bounds an inbound sender, and so every name on the opt-out list.
 const maxSender = 64
 
@@ -121,7 +118,7 @@ var errInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted
 // registration (company and device id): client_ids a previous owner's
 // registration of the same handset used match nothing.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
-	if in.ClientID == "" || len(in.ClientID) > maxClientID {
+	if in.ClientID == "" || len(in.ClientID) > proto.MaxClientIDBytes {
 		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 bytes of UTF-8")
 	}
 	if in.Channel != proto.ChannelSMS {
