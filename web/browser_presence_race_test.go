@@ -19,9 +19,14 @@ type presenceHeld struct {
 	*gateway.Hub
 	mu    sync.Mutex
 	armed bool
-	read  chan struct{}
+	read  chan struct{} // room for one: the read never waits on the test
 	goOn  chan struct{}
+	once  sync.Once
 }
+
+// release lets the held read answer (once; a test that failed before it
+// leaves no handler waiting).
+func (p *presenceHeld) release() { p.once.Do(func() { close(p.goOn) }) }
 
 func (p *presenceHeld) arm() {
 	p.mu.Lock()
@@ -49,11 +54,12 @@ func (p *presenceHeld) Presence(devices map[string]uint64) map[string]time.Time 
 // and it stayed so until the phone's link next came or went.
 func TestBrowserBadgeHeardDuringAReloadStays(t *testing.T) {
 	t.Parallel()
-	held := &presenceHeld{read: make(chan struct{}), goOn: make(chan struct{})}
+	held := &presenceHeld{read: make(chan struct{}, 1), goOn: make(chan struct{})}
 	h, opt := holdStream(t)
 	e := newEnv(t, opt, func(o *envOptions) {
 		o.phones = func(hub *gateway.Hub) web.Phones { held.Hub = hub; return held }
 	})
+	t.Cleanup(held.release) // before the server's close, which waits for its handlers
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	ph := e.pairPhone(e.pairingCode(key), "fp-1", false)
 	two := e.registerPhone(e.pairingCode(key), "fp-2")
@@ -80,7 +86,7 @@ func TestBrowserBadgeHeardDuringAReloadStays(t *testing.T) {
 	// open stream tells the page, before the answer goes.
 	e.runPhone(two, phoneHello, false)
 	waitFor(t, ctx, "fp-2 online, as its event said", optionOnline("fp-2", true))
-	close(held.goOn)
+	held.release()
 
 	waitFor(t, ctx, "the reload drawn", `!document.contains(window.drawnConvs) && document.querySelector("#thread").textContent.indexOf("before the stream") >= 0`)
 	if !eval[bool](t, ctx, optionOnline("fp-2", true)) {
