@@ -37,7 +37,13 @@ func TestPongsBehindASlowStoreKeepTheLink(t *testing.T) {
 		}
 	}
 	ws := r.connect(token)
-	delivered := make(chan string, jobs)
+	// Room for every answer the phone gets to a delivered report (three a
+	// job): the phone never waits for the test to take one, so it never
+	// stops reading, nor answering pings. With room for one a job it
+	// waited whenever the test was slow to take them (a loaded machine),
+	// its pongs then late through no fault of the server's, and the
+	// server rightly dropped it.
+	delivered := make(chan string, jobs*3)
 	ended := make(chan error, 1)
 	go func() { // the phone: reads (answering pings), and reports each job three times over at once
 		for {

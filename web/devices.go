@@ -153,8 +153,18 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 			// A link to the page kept from before (a bookmark, the
 			// browser's history) opens the page, saying the code no
 			// longer works, not a 404 page; another company's code reads
-			// the same as an expired one.
+			// the same as an expired one. The devices are listed again,
+			// after the code: a phone that used it since the first list
+			// (the page reloaded while it paired) is in this one, so the
+			// page never says the code no longer works without the phone
+			// that registered with it (its panel asks nothing more). A
+			// live code keeps the first list, which the panel's poll
+			// tells new devices from: a phone that used the code after
+			// it is new to the panel, never one drawn as known.
 			data.Pairing = &pairingView{Code: code, Expired: true}
+			if data.Devices, err = c.deviceRows(r, q.p().CompanyID); err != nil {
+				return err
+			}
 			c.render(w, r, http.StatusOK, "devices", c.viewFor(q, "Devices", data))
 			return nil
 		}

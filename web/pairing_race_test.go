@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,6 +80,39 @@ func TestPairingStateNeverSaysExpiredForTheCodesPhone(t *testing.T) {
 		}
 		if s.Pairing == "expired" && !listed {
 			t.Fatalf("the code's phone registered, yet the state says the code expired without it: %s", got.body)
+		}
+	}
+}
+
+// TestPairingPageNeverSaysExpiredForTheCodesPhone: the same on the page
+// itself (/console/devices?pairing=, reloaded while the phone pairs): it
+// listed the devices, then asked the code, and a phone that registered in
+// between was in neither; the page said the code no longer works, without
+// the phone, and its panel asked nothing more, so the phone showed only
+// after another reload.
+func TestPairingPageNeverSaysExpiredForTheCodesPhone(t *testing.T) {
+	t.Parallel()
+	between := &phonesBetween{}
+	e := newEnv(t, func(o *envOptions) {
+		o.phones = func(h *gateway.Hub) web.Phones { between.Hub = h; return between }
+	})
+	ada := e.acmeWithPhone()
+	p := ada.post("/console/pairing", nil)
+	m := pairingParam.FindStringSubmatch(p.body)
+	if p.status != http.StatusOK || m == nil {
+		t.Fatalf("pairing: %d %s", p.status, p.body)
+	}
+	code := m[1]
+	between.mu.Lock()
+	between.step = func() { e.registerPhone(code, "fp-new") }
+	between.mu.Unlock()
+	for range 2 { // the page the phone registers in, and the next
+		got := ada.get("/console/devices?pairing=" + url.QueryEscape(code))
+		if got.status != http.StatusOK {
+			t.Fatalf("page: %d %s", got.status, got.body)
+		}
+		if strings.Contains(got.body, `data-expired="true"`) && !strings.Contains(got.body, `id="device-fp-new"`) {
+			t.Fatalf("the code's phone registered, yet the page says the code no longer works without it: %s", got.body)
 		}
 	}
 }

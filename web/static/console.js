@@ -399,12 +399,15 @@
   }
 
   // reloading holds, for each reload on its way (the thread's, or a
-  // number's list), the messages drawn since it was asked for, by id: its
-  // answer was read before them, and they are drawn again over it (a
-  // message sent while the live view came back was drawn, then wiped by the
-  // reload the stream's return asked for).
+  // number's list), the messages drawn since it was asked for, by id, and
+  // the devices' links heard of since, by fingerprint: its answer may have
+  // been read before them, and they are drawn again over it (a message
+  // sent while the live view came back was drawn, then wiped by the reload
+  // the stream's return asked for; a phone that linked while the reload
+  // was on its way showed online, then offline as the answer read it).
   var reloading = [];
-  function drawn(m) { reloading.forEach(function (since) { since[m.id] = m; }); }
+  function drawn(m) { reloading.forEach(function (since) { since.msgs[m.id] = m; }); }
+  function heard(d) { presence(d); reloading.forEach(function (since) { since.devices[d.device] = d; }); }
 
   // draw puts a message of the open thread in it, or brings its copy there
   // up to date; false when it was a late copy of an older state.
@@ -565,9 +568,10 @@
 
   // reload asks for the messages of a list (u), draws the list anew from
   // the answer (redraw), then draws again over it (drawAgain) the messages drawn
-  // while it was on its way, which the answer, read before them, lacks.
+  // while it was on its way, which the answer, read before them, lacks, and
+  // the badges of the links heard of meanwhile.
   function reload(u, redraw, drawAgain) {
-    var since = {};
+    var since = {msgs: {}, devices: {}};
     reloading.push(since);
     var done = function () { reloading.splice(reloading.indexOf(since), 1); };
     fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(reloaded)
@@ -575,7 +579,8 @@
         done();
         if (!b) { return; }
         redraw(b);
-        Object.keys(since).forEach(function (id) { drawAgain(since[id]); });
+        Object.keys(since.msgs).forEach(function (id) { drawAgain(since.msgs[id]); });
+        Object.keys(since.devices).forEach(function (fp) { presence(since.devices[fp]); });
       }, function (err) { done(); throw err; }).catch(unreached);
   }
 
@@ -689,7 +694,7 @@
       });
       es.addEventListener("catchup", function () { if (!caught) { caught = true; reloadThread(); } });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
-      es.addEventListener("device", function (ev) { presence(JSON.parse(ev.data)); });
+      es.addEventListener("device", function (ev) { heard(JSON.parse(ev.data)); });
       es.addEventListener("signedout", function () { es.close(); live.setAttribute("data-live", "false"); sessionExpired(connect); });
       // The server could not check the session (its store is out of
       // reach): nothing says it ended, so ask why and come back.
