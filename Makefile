@@ -116,8 +116,17 @@ test: stripe-mock chromium postgresql test-binaries ## run every test with the r
 	GORACE='$(TEST_GORACE)' SIMRELAY_TEST_BIN=$(TEST_BIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
 	SIMRELAY_TEST_BIN=$(TEST_BIN) SIMRELAY_TEST_STORE=postgres $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p $(PG_P) $(PG_SUITES)
 
+# TEST_TAGS builds the test binaries with password hashes at the tests' cost
+# (internal/testbin.Tag, account.TestCostBuild): the admin create-company and
+# the logins of the tests that run simrelay were 12 s of a core in make test
+# at the production cost. Only test-binaries sets it; such a binary warns at
+# its start that it is not for serving users. -w leaves out the debug
+# information nothing reads there (go test leaves it out of the test
+# binaries too): a third of each link's CPU.
+TEST_TAGS ?= simrelay_testcost
+
 test-binaries:
-	$(GO) build -o $(TEST_BIN)/ ./cmd/simrelay ./cmd/simrelay-agent
+	$(GO) build -tags $(TEST_TAGS) -ldflags=-w -o $(TEST_BIN)/ ./cmd/simrelay ./cmd/simrelay-agent
 
 # The cross check keeps what is built elsewhere building: the binaries for
 # Windows (go build ./cmd/...; vet ./... would also read the PostgreSQL test
