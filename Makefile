@@ -112,12 +112,34 @@ TEST_GORACE ?= atexit_sleep_ms=0 $(GORACE)
 # the same tree links nothing.
 TEST_BIN ?= $(CURDIR)/bin/test
 
+# TEST_GOFLAGS are go's flags for make test's builds (its two passes,
+# test-binaries, and the go build a test runs, which inherits GOFLAGS).
+# -trimpath keeps the checkout's directory out of what is compiled, so a
+# clone in another directory (a CI's fresh clone, a second worktree) finds
+# in the build cache every package compiled there before with the same
+# sources, where each new directory compiled them all again: measured on a
+# busy 2-core machine, the first pass's builds in a new clone took 119 s of
+# CPU without it and 35 s with it (go test -race -run '^$$' ./...). The
+# first build with it compiles everything once (343 s there), the standard
+# library and dependencies too. Test failures name files by import path
+# (github.com/simrelay/simrelay/...) instead of the checkout's path.
+TEST_GOFLAGS ?= -trimpath
+
 test: stripe-mock chromium postgresql test-binaries ## run every test with the race detector, then the server's suites again on PostgreSQL (installs stripe-mock, chromium's headless shell and postgresql first when missing)
-	GORACE='$(TEST_GORACE)' SIMRELAY_TEST_BIN=$(TEST_BIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
-	SIMRELAY_TEST_BIN=$(TEST_BIN) SIMRELAY_TEST_STORE=postgres $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p $(PG_P) $(PG_SUITES)
+	GOFLAGS='$(TEST_GOFLAGS) $(GOFLAGS)' GORACE='$(TEST_GORACE)' SIMRELAY_TEST_BIN=$(TEST_BIN) $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...
+	GOFLAGS='$(TEST_GOFLAGS) $(GOFLAGS)' SIMRELAY_TEST_BIN=$(TEST_BIN) SIMRELAY_TEST_STORE=postgres $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p $(PG_P) $(PG_SUITES)
+
+# TEST_TAGS builds the test binaries with password hashes at the tests' cost
+# (internal/testbin.Tag, account.TestCostBuild): the admin create-company and
+# the logins of the tests that run simrelay were 12 s of a core in make test
+# at the production cost. Only test-binaries sets it; such a binary warns at
+# its start that it is not for serving users. -w leaves out the debug
+# information nothing reads there (go test leaves it out of the test
+# binaries too): a third of each link's CPU.
+TEST_TAGS ?= simrelay_testcost
 
 test-binaries:
-	$(GO) build -o $(TEST_BIN)/ ./cmd/simrelay ./cmd/simrelay-agent
+	GOFLAGS='$(TEST_GOFLAGS) $(GOFLAGS)' $(GO) build -tags $(TEST_TAGS) -ldflags=-w -o $(TEST_BIN)/ ./cmd/simrelay ./cmd/simrelay-agent
 
 # The cross check keeps what is built elsewhere building: the binaries for
 # Windows (go build ./cmd/...; vet ./... would also read the PostgreSQL test

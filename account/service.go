@@ -58,7 +58,8 @@ type Config struct {
 	ConsoleIdle     time.Duration
 	ConsoleLifetime time.Duration
 	// PasswordTime and PasswordMemory (KiB) are the argon2id cost of new
-	// password hashes; zero means DefaultPasswordTime and DefaultPasswordMemory.
+	// password hashes; zero means DefaultPasswordTime and DefaultPasswordMemory
+	// (in a test build, TestCostBuild, the tests' cost instead).
 	// A hash keeps its cost in its PHC string, so hashes of any cost verify.
 	// The server keeps the defaults (no flag changes them); tests lower them,
 	// since under the race detector one default hash takes about a second of CPU.
@@ -90,10 +91,10 @@ func (c *Config) defaults() {
 		}
 	}
 	if c.PasswordTime == 0 {
-		c.PasswordTime = DefaultPasswordTime
+		c.PasswordTime = buildPasswordTime // DefaultPasswordTime but in a test build (TestCostBuild)
 	}
 	if c.PasswordMemory == 0 {
-		c.PasswordMemory = DefaultPasswordMemory
+		c.PasswordMemory = buildPasswordMemory
 	}
 	if c.LoginRate == (pacing.Rate{}) {
 		c.LoginRate = DefaultLoginRate

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,6 +235,40 @@ func TestMakeTestBoundsEachPackage(t *testing.T) {
 	}
 	if d, err := time.ParseDuration(timeout); err != nil || d <= 10*time.Minute {
 		t.Fatalf("TEST_TIMEOUT is %q, want a duration above go test's default 10m", timeout)
+	}
+}
+
+// TestMakeTestBuildsWithoutTheCheckoutsPath: make test's builds (its two
+// passes and test-binaries) run with -trimpath (TEST_GOFLAGS), so a clone
+// in another directory finds the packages compiled before in the build
+// cache instead of compiling them all again.
+func TestMakeTestBuildsWithoutTheCheckoutsPath(t *testing.T) {
+	t.Parallel()
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags string
+	var builds []string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, "TEST_GOFLAGS ?= "); ok {
+			flags = strings.TrimSpace(v)
+		}
+		if strings.Contains(line, "test -race -count=1 -timeout $(TEST_TIMEOUT)") || strings.Contains(line, "$(GO) test -count=1 -timeout $(TEST_TIMEOUT)") ||
+			strings.Contains(line, "$(GO) build -tags $(TEST_TAGS)") {
+			builds = append(builds, strings.TrimSpace(line))
+		}
+	}
+	if !slices.Contains(strings.Fields(flags), "-trimpath") {
+		t.Errorf("TEST_GOFLAGS is %q, want -trimpath", flags)
+	}
+	if len(builds) != 3 {
+		t.Fatalf("found %d go test and test-binaries lines in the Makefile, want 3 (the two passes, test-binaries):\n%s", len(builds), strings.Join(builds, "\n"))
+	}
+	for _, b := range builds {
+		if !strings.HasPrefix(b, "GOFLAGS='$(TEST_GOFLAGS) $(GOFLAGS)' ") {
+			t.Errorf("%s\nruns without GOFLAGS='$(TEST_GOFLAGS) $(GOFLAGS)'", b)
+		}
 	}
 }
 

@@ -70,5 +70,5 @@ var versioned testBuild
 // the tests of what a build says of its version share it.
 func versionedBinary(t *testing.T) string {
 	t.Helper()
-	return versioned.make(t, nil, "-ldflags", "-X main.version="+versionedRelease)
+	return versioned.make(t, nil, "-ldflags", "-w -X main.version="+versionedRelease)
 }

@@ -120,6 +120,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	if err != nil {
 		return err
 	}
+	if account.TestCostBuild {
+		log.Warn("this build hashes passwords at a test's cost (the simrelay_testcost tag, for make test's binaries): never serve users with it")
+	}
 	devices := device.New(device.Config{PublicURL: cfg.publicURL}, st, now)
 	mediaKey, err := st.Secret(media.KeySecret, 32)
 	if err != nil {

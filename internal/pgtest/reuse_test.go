@@ -111,6 +111,12 @@ func TestCopiesThatChangedAreDropped(t *testing.T) {
 	for _, c := range []struct{ name, sql string }{
 		{"schema", "ALTER TABLE orders ADD COLUMN note text"},
 		{"new table", "CREATE TABLE extra (id int)"},
+		{"table dropped and made again", "DROP TABLE orders; CREATE TABLE orders (id bigserial PRIMARY KEY, shop bigint NOT NULL REFERENCES shops (id), item text)"},
+		{"constraint dropped", "ALTER TABLE orders DROP CONSTRAINT orders_shop_fkey"},
+		{"sequence dropped", "DROP SEQUENCE numbers"},
+		{"function", "CREATE FUNCTION one() RETURNS int LANGUAGE sql AS 'SELECT 1'"},
+		{"index", "CREATE INDEX ON orders (item)"},
+		{"setting", "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET work_mem = ''8MB''', current_database()); END $$"},
 		{"template rows", "UPDATE meta SET v = '2'"},
 		{"too many rows", "INSERT INTO shops (name) SELECT 'n' FROM generate_series(1, 20001)"},
 		{"session left open", ""},

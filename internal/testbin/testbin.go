@@ -17,6 +17,19 @@ import (
 // test binaries each linked their own, in both passes.
 const Env = "SIMRELAY_TEST_BIN"
 
+// Tag is the build tag of the binaries the tests run (make test's
+// test-binaries, and a test's own go build without them): with it a
+// binary hashes passwords at the tests' cost (account.TestCostBuild), as
+// the tests that run the server in their own process set it, instead of
+// the production cost that made the admin create-company and the logins
+// of the tests that run simrelay a dozen seconds of a core in make test.
+// make build and make agents never set it.
+const Tag = "simrelay_testcost"
+
+// BuildFlags are the go build flags of a test's own build of a binary
+// (Tag), before its other flags.
+var BuildFlags = []string{"-tags", Tag}
+
 // Prebuilt answers the path of the binary name ("simrelay",
 // "simrelay-agent") in Env's directory, and whether Env is set: when it is
 // not, the caller builds the binary itself. Env set to a directory that
