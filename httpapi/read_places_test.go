@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,9 +14,12 @@ import (
 )
 
 // holdReads sends n GET path of the key's on connections that never read
-// their answers (a receive buffer of 4 KiB), so that each read's answer,
-// larger than the server's socket buffers, holds its request until the
-// connection closes; closed at the test's end.
+// their answers past its status line (a receive buffer of 4 KiB), so that
+// each read's answer, larger than the server's socket buffers, holds its
+// request, and its place, until the connection closes; closed at the
+// test's end. It returns once each answer began with 200: every request
+// holds its place then (one that met the others' places taken, while
+// they were still reading the store, would have been refused instead).
 func holdReads(t *testing.T, e *env, key, path string, n int) []net.Conn {
 	t.Helper()
 	var held []net.Conn
@@ -30,6 +34,15 @@ func holdReads(t *testing.T, e *env, key, path string, n int) []net.Conn {
 		}
 		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", path, key)
 		held = append(held, conn)
+	}
+	for i, conn := range held {
+		if err := conn.SetReadDeadline(time.Now().Add(poll.Timeout)); err != nil {
+			t.Fatal(err)
+		}
+		status, err := bufio.NewReaderSize(conn, 64).ReadString('\n')
+		if err != nil || !strings.HasPrefix(status, "HTTP/1.1 200 ") {
+			t.Fatalf("held read %d: its answer began %q (%v), want 200", i, status, err)
+		}
 	}
 	return held
 }
