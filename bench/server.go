@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -94,6 +93,9 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 		"--webhook-allow-private"}
 	// Profiles on loopback: the memory readings run the server's GC through
 	// them first, so they count live memory, not garbage awaiting collection.
+	// Unless the caller names the address, the server takes a free port and
+	// says which on stdout (a port found free here and handed over could be
+	// taken by another program before the server listened on it).
 	pprofAddr := ""
 	for i, a := range extra {
 		if a == "--pprof-listen" && i+1 < len(extra) {
@@ -101,13 +103,7 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 		}
 	}
 	if pprofAddr == "" {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		pprofAddr = ln.Addr().String()
-		ln.Close()
-		args = append(args, "--pprof-listen", pprofAddr)
+		args = append(args, "--pprof-listen", "127.0.0.1:0")
 	}
 	// Not ended by ctx (a SIGKILL at the first Ctrl-C): the run stops its
 	// phases, then stop ends the server with SIGTERM.
@@ -122,10 +118,13 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	addr := make(chan string, 1)
+	addr, profiles := make(chan string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			if _, a, ok := strings.Cut(sc.Text(), " pprof profiles on http://"); ok {
+				profiles <- strings.TrimSuffix(strings.TrimSpace(a), "/debug/pprof/")
+			}
 			if _, a, ok := strings.Cut(sc.Text(), " listening on "); ok {
 				addr <- strings.TrimSpace(a)
 			}
@@ -137,6 +136,13 @@ func startServer(ctx context.Context, bin, dir, databaseURL string, stderr io.Wr
 		if !ok {
 			_ = cmd.Wait()
 			return nil, errors.New("bench: the server exited before listening")
+		}
+		// The server starts its profiles before it listens, and says so
+		// first.
+		select {
+		case p := <-profiles:
+			pprofAddr = p
+		default:
 		}
 		return &server{cmd: cmd, url: a, pprof: pprofAddr}, nil
 	case <-ctx.Done():

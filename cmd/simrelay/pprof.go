@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,8 +11,10 @@ import (
 )
 
 // servePprof serves Go's profiles on their own listener, apart from the API,
-// so that they are never exposed with it. It returns the function that stops it.
-func servePprof(addr string, log *slog.Logger) (func(), error) {
+// so that they are never exposed with it, and says where on stdout (a port
+// of 0 is chosen by the system: the bench reads the line). It returns the
+// function that stops it.
+func servePprof(addr string, stdout io.Writer, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--pprof-listen %s: %w", addr, err)
@@ -25,5 +28,6 @@ func servePprof(addr string, log *slog.Logger) (func(), error) {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("pprof profiles served", "addr", ln.Addr().String())
+	fmt.Fprintf(stdout, "simrelay pprof profiles on http://%s/debug/pprof/\n", ln.Addr())
 	return func() { _ = srv.Close() }, nil
 }

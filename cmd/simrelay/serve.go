@@ -287,7 +287,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	srv.RegisterOnShutdown(console.Shutdown)
 
 	if cfg.pprofListen != "" {
-		stopProfiles, err := servePprof(cfg.pprofListen, log)
+		stopProfiles, err := servePprof(cfg.pprofListen, stdout, log)
 		if err != nil {
 			return err
 		}
