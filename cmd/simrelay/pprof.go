@@ -28,6 +28,6 @@ func servePprof(addr string, stdout io.Writer, log *slog.Logger) (func(), error)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("pprof profiles served", "addr", ln.Addr().String())
-	fmt.Fprintf(stdout, "simrelay pprof profiles on http://%s/debug/pprof/\n", ln.Addr())
+	fmt.Fprintf(stdout, "simrelay %s pprof profiles on http://%s/debug/pprof/\n", buildVersion(), ln.Addr())
 	return func() { _ = srv.Close() }, nil
 }
