@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"embed"
 	"fmt"
 	"html/template"
@@ -351,14 +352,36 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	}
 	secureHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
 	if r.Method == http.MethodHead {
+		w.WriteHeader(status)
 		return
 	}
-	if err := t.Execute(w, v); err != nil {
+	// The page is drawn whole before its status is written: a template
+	// that fails halfway answered its status (200) with half a page, or
+	// none, and the failure went to the log alone. Pages are tens of
+	// kilobytes (their lists are bounded).
+	buf := pageBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledPage {
+			buf.Reset()
+			pageBufs.Put(buf)
+		}
+	}()
+	if err := t.Execute(buf, v); err != nil {
 		c.deps.Logger.Error("console: render", "page", page, "err", err)
+		w.Header().Del("Content-Type")
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
 	}
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
 }
+
+// pageBufs are the buffers pages are drawn into; one that grew past
+// maxPooledPage is left to the collector.
+var pageBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledPage = 1 << 20
 
 // secureHeaders: no framing, no inline script, no referrer (tokens ride in
 // the address of the e-mailed pages), nothing cached.
