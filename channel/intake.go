@@ -354,7 +354,7 @@ var errInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted
 // per client_id, and returns the acknowledgement to send once it is durable.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
 	if in.ClientID == "" || len(in.ClientID) > proto.MaxClientIDBytes {
-		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 bytes of UTF-8")
+		return proto.InboundAck{}, problem.Invalid("client_id", fmt.Sprintf("is required, at most %d bytes of UTF-8", proto.MaxClientIDBytes))
 	}
 	if in.Channel != WhatsApp && in.Channel != IMessage {
 		return proto.InboundAck{}, problem.Invalid("channel", "must be whatsapp or imessage")

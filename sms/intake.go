@@ -3,6 +3,7 @@ package sms
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -119,7 +120,7 @@ var errInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted
 // registration of the same handset used match nothing.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
 	if in.ClientID == "" || len(in.ClientID) > proto.MaxClientIDBytes {
-		return proto.InboundAck{}, problem.Invalid("client_id", "is required, at most 128 bytes of UTF-8")
+		return proto.InboundAck{}, problem.Invalid("client_id", fmt.Sprintf("is required, at most %d bytes of UTF-8", proto.MaxClientIDBytes))
 	}
 	if in.Channel != proto.ChannelSMS {
 		return proto.InboundAck{}, problem.Invalid("channel", "must be sms")
