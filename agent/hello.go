@@ -2,7 +2,6 @@ package agent
 
 import (
 	"strings"
-	"unicode/utf8"
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/phone"
@@ -25,7 +24,7 @@ const (
 // does), numbers and handles beyond 20 or invalid, and texts cut to their
 // byte limits on a character boundary. Each change is logged.
 func (a *Agent) checkHello(h proto.Hello) proto.Hello {
-	h.AppVersion = cutBytes(h.AppVersion, maxVersionBytes)
+	h.AppVersion = proto.CutBytes(h.AppVersion, maxVersionBytes)
 	sims := make([]proto.SIM, 0, len(h.SIMs))
 	seen := map[string]bool{}
 	for _, s := range h.SIMs {
@@ -34,7 +33,7 @@ func (a *Agent) checkHello(h proto.Hello) proto.Hello {
 			continue
 		}
 		seen[s.Slot] = true
-		if c := cutBytes(s.Carrier, maxCarrierBytes); c != s.Carrier {
+		if c := proto.CutBytes(s.Carrier, maxCarrierBytes); c != s.Carrier {
 			a.log.Warn("hello: carrier name cut to 64 bytes", "slot", s.Slot)
 			s.Carrier = c
 		}
@@ -109,7 +108,7 @@ func (a *Agent) checkHealth(h proto.Health) proto.Health {
 			continue
 		}
 		seen[s.Slot] = true
-		s.Operator = cutBytes(s.Operator, proto.MaxOperatorBytes)
+		s.Operator = proto.CutBytes(s.Operator, proto.MaxOperatorBytes)
 		sims = append(sims, s)
 	}
 	h.SIMs = sims
@@ -121,13 +120,4 @@ func (a *Agent) checkHealth(h proto.Health) proto.Health {
 func e164(n string) (string, bool) {
 	out, err := phone.Normalize(n)
 	return out, err == nil
-}
-
-// cutBytes cuts s to at most n bytes on a character boundary.
-func cutBytes(s string, n int) string {
-	for len(s) > n {
-		_, size := utf8.DecodeLastRuneInString(s)
-		s = s[:len(s)-size]
-	}
-	return s
 }

@@ -7,11 +7,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/simrelay/simrelay/internal/cliflag"
 	"io"
 	"os"
 	"os/signal"
 
+	"github.com/simrelay/simrelay/internal/cliflag"
 	"github.com/simrelay/simrelay/internal/stopsig"
 )
 

@@ -46,11 +46,7 @@ func TestRoutingAcrossNodes(t *testing.T) {
 	b := node("b", testStore{dir: t.TempDir(), databaseURL: db})
 	c := node("c", testStore{dir: t.TempDir(), databaseURL: db})
 
-	register := func(fp string) client.Registration {
-		t.Helper()
-		reg := pairDevice(t, a.url, apiKey, fp)
-		return reg
-	}
+	register := func(fp string) client.Registration { return pairDevice(t, a.url, apiKey, fp) }
 	reg := register("moving-phone")
 	onA := linkRouted(t, a.url, reg.DeviceToken)
 	id := send(t, b.url, apiKey, "moving-phone", "from b")
