@@ -360,28 +360,15 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	// that fails halfway answered its status (200) with half a page, or
 	// none, and the failure went to the log alone. Pages are tens of
 	// kilobytes (their lists are bounded).
-	buf := pageBufs.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= maxPooledPage {
-			buf.Reset()
-			pageBufs.Put(buf)
-		}
-	}()
-	if err := t.Execute(buf, v); err != nil {
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, v); err != nil {
 		c.deps.Logger.Error("console: render", "page", page, "err", err)
-		w.Header().Del("Content-Type")
-		http.Error(w, "internal error", http.StatusInternalServerError)
+		http.Error(w, "internal error", http.StatusInternalServerError) // its own Content-Type: text/plain
 		return
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
 }
-
-// pageBufs are the buffers pages are drawn into; one that grew past
-// maxPooledPage is left to the collector.
-var pageBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-const maxPooledPage = 1 << 20
 
 // secureHeaders: no framing, no inline script, no referrer (tokens ride in
 // the address of the e-mailed pages), nothing cached.
