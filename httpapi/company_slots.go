@@ -77,7 +77,7 @@ const (
 )
 
 // companySlots counts the requests of a kind under way (bulk sends, MCP
-// requests, list reads), by company: at most most of a company's at once.
+// requests, list reads), by company: at most `most` of a company's at once.
 type companySlots struct {
 	most int
 	wait time.Duration
