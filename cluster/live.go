@@ -64,46 +64,55 @@ func StartLive(bus *Bus, deliver func(company uint64, body []byte) error, onGap 
 		onGap = func() {}
 	}
 	l := &Live{bus: bus, log: log, onGap: onGap, stop: make(chan struct{}), done: make(chan struct{})}
-	err := bus.Subscribe(liveTopic+"*", func(m Message) {
-		company, err := strconv.ParseUint(strings.TrimPrefix(m.Topic, liveTopic), 10, 64)
+	if err := l.subscribe("", "live event", deliver); err != nil {
+		return nil, err
+	}
+	go l.run()
+	return l, nil
+}
+
+// subscribe hands deliver every company's events on the topics
+// "live.<company>"+suffix, logging those it could not take as what.
+func (l *Live) subscribe(suffix, what string, deliver func(company uint64, body []byte) error) error {
+	err := l.bus.Subscribe(liveTopic+"*"+suffix, func(m Message) {
+		id := strings.TrimSuffix(strings.TrimPrefix(m.Topic, liveTopic), suffix)
+		company, err := strconv.ParseUint(id, 10, 64)
 		if err == nil {
 			err = deliver(company, m.Data)
 		}
 		if err != nil {
-			log.Warn("live event from the bus ignored", "topic", m.Topic, "err", err)
+			l.log.Warn(what+" from the bus ignored", "topic", m.Topic, "err", err)
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("live events: %w", err)
+		return fmt.Errorf("%ss: %w", what, err)
 	}
-	go l.run()
-	return l, nil
+	return nil
 }
 
 // Offer publishes a company's event for the other nodes. It never blocks:
 // the event joins the bus's queue, or is dropped and counted (the queue
 // full, or after Close).
 func (l *Live) Offer(company uint64, body []byte) {
+	l.offer(liveTopic+strconv.FormatUint(company, 10), body)
+}
+
+// offer is Offer on the topic given.
+func (l *Live) offer(topic string, body []byte) {
 	select {
 	case <-l.stop:
 		l.dropped.Add(1)
 		return
 	default:
 	}
-	l.bus.publish(liveTopic+strconv.FormatUint(company, 10), body, &l.dropped)
+	l.bus.publish(topic, body, &l.dropped)
 }
 
 // OfferDevice publishes a company's device event (a link came or went) for
 // the other nodes, as Offer does a message's: in the same queue, counted in
 // Dropped the same way.
 func (l *Live) OfferDevice(company uint64, body []byte) {
-	select {
-	case <-l.stop:
-		l.dropped.Add(1)
-		return
-	default:
-	}
-	l.bus.publish(liveTopic+strconv.FormatUint(company, 10)+deviceTopic, body, &l.dropped)
+	l.offer(liveTopic+strconv.FormatUint(company, 10)+deviceTopic, body)
 }
 
 // HearDevices subscribes to every company's device events of the other
@@ -112,20 +121,7 @@ func (l *Live) OfferDevice(company uint64, body []byte) {
 // bus calls StartLive's onGap for these too. The subscription ends with
 // the bus.
 func (l *Live) HearDevices(deliver func(company uint64, body []byte) error) error {
-	err := l.bus.Subscribe(liveTopic+"*"+deviceTopic, func(m Message) {
-		id := strings.TrimSuffix(strings.TrimPrefix(m.Topic, liveTopic), deviceTopic)
-		company, err := strconv.ParseUint(id, 10, 64)
-		if err == nil {
-			err = deliver(company, m.Data)
-		}
-		if err != nil {
-			l.log.Warn("live device event from the bus ignored", "topic", m.Topic, "err", err)
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("live device events: %w", err)
-	}
-	return nil
+	return l.subscribe(deviceTopic, "live device event", deliver)
 }
 
 // Dropped is how many events offered never reached the bus: dropped on

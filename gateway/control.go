@@ -224,9 +224,7 @@ func (h *Hub) Refresh(fingerprint string, deviceID uint64) bool {
 // failover moving the device's jobs (HoldDevice). The jobs must be durable
 // before the call: the pump reads the queue after it.
 func (h *Hub) Kick(fingerprint string, deviceID uint64) {
-	if c := h.lookupOf(fingerprint, deviceID); c != nil {
-		c.kick(false)
-	}
+	h.KickLinked(fingerprint, deviceID, false)
 }
 
 // Release is Kick after agent jobs the device's link passed over may have
@@ -237,9 +235,7 @@ func (h *Hub) Kick(fingerprint string, deviceID uint64) {
 // section 16.1), as well as the jobs past its queues' ends. It returns at
 // once, as Kick does.
 func (h *Hub) Release(fingerprint string, deviceID uint64) {
-	if c := h.lookupOf(fingerprint, deviceID); c != nil {
-		c.kick(true)
-	}
+	h.KickLinked(fingerprint, deviceID, true)
 }
 
 // KickLinked is Kick, or Release when release is true, of the device's

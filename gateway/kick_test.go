@@ -68,14 +68,7 @@ func TestKickDoesNotWaitForThePumpAndIsNotLost(t *testing.T) {
 		}
 	}
 	t.Cleanup(proceed)
-	c := r.hub.lookup("pixel-1")
-	poll.Until(t, "the link's first pump done", func() bool {
-		if r.reads.Load() == 0 || !c.pumpMu.TryLock() {
-			return false
-		}
-		c.pumpMu.Unlock()
-		return true
-	})
+	kicksPumped(t, r.hub, "pixel-1") // and its first pump, at its set-up's end
 
 	paused.armed.Store(true)
 	queued := make(chan struct{})
