@@ -56,6 +56,7 @@ type Backend interface {
 	DeletePool(companyID, id uint64) (Pool, error)
 	DeleteUser(id uint64) error
 	Device(fingerprint string) (Device, error)
+	DeviceCompany(companyID, deviceID uint64) (Company, error)
 	DeviceByTokenHash(hash []byte) (Device, error)
 	DeviceFailures(companyID, deviceID uint64) ([]DeviceFailure, error)
 	DeviceSummaries(companyID uint64, deviceIDs []uint64) (map[uint64]DeviceSummary, error)

@@ -46,6 +46,40 @@ func (s *Store) Company(id uint64) (Company, error) {
 	return c, nil
 }
 
+// DeviceCompany returns the company of one of its live devices, for what
+// the device's link does on its behalf (an inbound message, the numbers of
+// a hello, read in the company's region). It is ErrDeviceGone, and only
+// then, when the device is not a live registration of the company
+// (deleted, or an id of another company), or the company is not stored (its
+// removal took its record) or is closing (MarkCompanyClosing): the phone is
+// told what a deleted device's is. Any other error is the store's fault,
+// never a removal; in particular a missing company is not ErrNotFound here.
+func (s *Store) DeviceCompany(companyID, deviceID uint64) (Company, error) {
+	var c Company
+	err := s.view(func(tx *bolt.Tx) error {
+		c = Company{}
+		if !deviceLive(tx, companyID, deviceID) {
+			return ErrDeviceGone
+		}
+		v := tx.Bucket(bucketCompanies).Get(itob(companyID))
+		if v == nil {
+			return ErrDeviceGone
+		}
+		if err := jsonUnmarshal(v, &c); err != nil {
+			return err
+		}
+		if !c.ClosingAt.IsZero() {
+			c = Company{}
+			return ErrDeviceGone
+		}
+		return nil
+	})
+	if err != nil {
+		return c, fmt.Errorf("store: company %d of device %d: %w", companyID, deviceID, err)
+	}
+	return c, nil
+}
+
 // CompanyByAPIKeyHash returns the company whose current API key has this
 // hash. A company closing (MarkCompanyClosing) is ErrNotFound: its key is
 // refused from the mark on, though the removal's first step has not taken

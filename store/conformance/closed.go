@@ -20,6 +20,7 @@ type ClosedStore interface {
 	CompanyDevices(companyID uint64) ([]store.Device, error)
 	CopyMedia(w io.Writer, id string, off, n int64) (int64, error)
 	DeleteDevice(companyID uint64, fingerprint string, now time.Time) (store.Device, error)
+	DeviceCompany(companyID, deviceID uint64) (store.Company, error)
 	Generation() (uint64, error)
 	History(companyID uint64, device, phone string, page, limit int) ([]store.Message, int, error)
 	Mails(pendingOnly bool) ([]store.Mail, error)
@@ -58,6 +59,7 @@ func Closed(t *testing.T, open Opener[ClosedStore]) {
 		{"UserByEmail", func() error { _, err := st.UserByEmail(u.Email); return err }},
 		{"CompanyDevice", func() error { _, err := st.CompanyDevice(c.ID, d.Fingerprint); return err }},
 		{"CompanyDevices", func() error { _, err := st.CompanyDevices(c.ID); return err }},
+		{"DeviceCompany", func() error { _, err := st.DeviceCompany(c.ID, d.ID); return err }},
 		{"History", func() error { _, _, err := st.History(c.ID, d.Fingerprint, "", 1, 10); return err }},
 		{"MessageByUUID", func() error { _, err := st.MessageByUUID(c.ID, "00000000-0000-4000-8000-000000000000"); return err }},
 		{"Mails", func() error { _, err := st.Mails(false); return err }},

@@ -216,6 +216,7 @@ func CompanyRemoval(t *testing.T, open Opener[RemovalStore]) {
 	t.Run("InBatches", func(t *testing.T) { t.Parallel(); removalInBatches(t, open(t)) })
 	t.Run("Closing", func(t *testing.T) { t.Parallel(); removalClosing(t, open(t)) })
 	t.Run("OutwardFirst", func(t *testing.T) { t.Parallel(); removalOutwardFirst(t, open(t)) })
+	t.Run("DeviceCompany", func(t *testing.T) { t.Parallel(); removalDeviceCompany(t, open(t)) })
 }
 
 // removalOutwardFirst: what leaves the server without a credential of the

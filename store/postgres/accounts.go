@@ -37,6 +37,7 @@ package postgres
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -52,6 +53,34 @@ func (s *Store) Company(companyID uint64) (store.Company, error) {
 	err := s.read(fmt.Sprintf("company %d", companyID), func(t *txn) error {
 		c = store.Company{}
 		return getRec(t, &c, "SELECT rec FROM companies WHERE id = $1", id(companyID))
+	})
+	return c, err
+}
+
+// DeviceCompany returns the company of one of its live devices, for what
+// the device's link does on its behalf (an inbound message, the numbers of
+// a hello, read in the company's region), in one statement. It is
+// store.ErrDeviceGone, and only then, when the device is not a live
+// registration of the company (deleted, or an id of another company), or
+// the company is not stored (its removal took its record) or is closing
+// (MarkCompanyClosing): the phone is told what a deleted device's is. Any
+// other error is the store's fault, never a removal; in particular a
+// missing company is not store.ErrNotFound here.
+func (s *Store) DeviceCompany(companyID, deviceID uint64) (store.Company, error) {
+	var c store.Company
+	err := s.read(fmt.Sprintf("company %d of device %d", companyID, deviceID), func(t *txn) error {
+		c = store.Company{}
+		var raw []byte
+		err := t.row(`SELECT c.rec FROM devices d JOIN companies c ON c.id = d.company_id
+			WHERE d.company_id = $1 AND d.id = $2 AND d.deleted_at IS NULL AND NOT c.rec ? 'closing_at'`,
+			id(companyID), id(deviceID)).Scan(&raw)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return store.ErrDeviceGone
+		case err != nil:
+			return mapErr(err)
+		}
+		return json.Unmarshal(raw, &c)
 	})
 	return c, err
 }
