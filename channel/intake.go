@@ -72,7 +72,10 @@ func (s *Service) Announce(_ context.Context, dev store.Device, hello CheckedAnn
 // entry naming a number listed before it, in any spelling, adds nothing;
 // a bad one is named (whatsapp[1].phone). The company's region, which the
 // numbers are read in, is read once here, and only for a hello that names
-// a number or handle. The company's bound on its numbers
+// a number or handle, as the device's company (store DeviceCompany): a
+// device deleted, or its company closing or removed, is
+// store.ErrDeviceGone, which the hub closes as the device gone, and every
+// other error is a fault. The company's bound on its numbers
 // (MaxNumbersPerCompany) is counted too, on the numbers stored now;
 // Announce's write counts them again, and refuses what another agent's
 // hello made too many since.
@@ -150,7 +153,7 @@ func (s *Service) announced(dev store.Device, hello proto.Hello) (CheckedAnnounc
 	if len(hello.WhatsApp) == 0 && len(hello.IMessage) == 0 {
 		return h, nil
 	}
-	region, err := s.region(dev.CompanyID)
+	region, err := s.deviceRegion(dev)
 	if err != nil {
 		return h, err
 	}
@@ -345,11 +348,6 @@ func (s *Service) Waits(dev store.Device, numberID uint64) time.Duration {
 	return s.gov.Waits(pacing.Key{Company: dev.CompanyID, Number: numberID}, s.now())
 }
 
-// errInboundDeviceGone refuses an inbound of a device deleted, or of a
-// company removed (which takes its devices): error not_found, which the
-// agent drops (PROTOCOL.md section 10.2), never a close for a server fault.
-var errInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted.")
-
 // Inbound stores a WhatsApp or iMessage message an agent received, once
 // per client_id, and returns the acknowledgement to send once it is durable.
 func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound) (proto.InboundAck, error) {
@@ -361,11 +359,11 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	}
 	// sim_slot means nothing here and is ignored (an agent that shares
 	// code with an SMS phone may send one).
-	region, err := s.region(dev.CompanyID)
-	if errors.Is(err, store.ErrNotFound) {
-		// The company's removal took its record, after its devices: the
-		// agent's device is gone, as the store's ErrDeviceGone below says.
-		return proto.InboundAck{}, errInboundDeviceGone
+	region, err := s.deviceRegion(dev)
+	if errors.Is(err, store.ErrDeviceGone) {
+		// The device was deleted, or its company is closing or removed:
+		// refused as the store's write below refuses a deleted device.
+		return proto.InboundAck{}, sms.ErrInboundDeviceGone
 	}
 	if err != nil {
 		return proto.InboundAck{}, err
@@ -416,7 +414,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	stored, dup, err := s.store.StoreAgentInbound(&m, s.now)
 	switch {
 	case errors.Is(err, store.ErrDeviceGone):
-		return proto.InboundAck{}, errInboundDeviceGone
+		return proto.InboundAck{}, sms.ErrInboundDeviceGone
 	case errors.Is(err, store.ErrNotFound):
 		return proto.InboundAck{}, problem.Invalid("to", "is not "+aNoun(in.Channel)+" of this company: announce it in hello first")
 	case errors.Is(err, store.ErrMediaUnknown):

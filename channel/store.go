@@ -20,6 +20,7 @@ type Store interface {
 	AgentSendsSince(companyID, numberID uint64, since time.Time) (int, error)
 	AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]store.AgentNumber, error)
 	Company(id uint64) (store.Company, error)
+	DeviceCompany(companyID, deviceID uint64) (store.Company, error)
 	GoneCompanies(ids []uint64) ([]uint64, error)
 	EnqueueAgent(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, vet store.SendVet, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	MessageByUUID(companyID uint64, uuid string) (store.Message, error)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
@@ -78,12 +79,122 @@ func TestHelloOfARemovedCompany(t *testing.T) {
 	}
 }
 
+// An inbound (SMS, or an agent's WhatsApp message) on a link opened
+// before its company was marked closing, whose removal has not taken the
+// company's devices yet (its first step failed, or runs on another node),
+// is refused as one after its device was deleted (error not_found, the
+// link goes on), and stores nothing; a hello naming WhatsApp numbers on
+// such a link is closed 4503. The inbound was stored and acknowledged,
+// for a company whose removal then took it.
+func TestInboundOfACompanyMarkedClosing(t *testing.T) {
+	t.Parallel()
+	r := agentsRig(t)
+	ws, _, err := r.dial(r.pair("marked-1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
+		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+	if w, ok := readFrame(t, ws).(*proto.Welcome); !ok {
+		t.Fatalf("got %#v, want a welcome", w)
+	}
+	late, _, err := r.dial(r.pair("marked-2"), nil) // upgraded before the mark
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.CloseNow()
+	if _, err := r.store.MarkCompanyClosing(r.company, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []proto.Inbound{
+		{ClientID: "sms-1", Channel: proto.ChannelSMS, From: "+15550000001", Message: "hello"},
+		{ClientID: "wa-1", Channel: channel.WhatsApp, From: "+15550000002", To: "+15550101111", Message: "hello"},
+	} {
+		writeFrame(t, ws, in)
+		got := readFrame(t, ws)
+		if f, ok := got.(*proto.Error); !ok || f.Code != string(problem.NotFound) || f.ClientID != in.ClientID {
+			t.Errorf("%s inbound of a company marked closing: got %#v, want error not_found for client_id %s", in.Channel, got, in.ClientID)
+		}
+	}
+	if n, err := r.store.StatsTotals(r.company); err != nil || n.Received != 0 {
+		t.Errorf("messages received by a company marked closing: %+v (%v), want none", n, err)
+	}
+	writeFrame(t, late, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
+		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550102222"}}})
+	if code := closeCode(t, late); code != proto.CloseDeviceGone {
+		t.Errorf("a hello of a company marked closing: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
+	}
+}
+
+// companyRowMissing is the agents' store with its reads of the company
+// answering store.ErrNotFound, as a missing record of another kind (a
+// bug, a race on another record) would: the device and its company are
+// there.
+type companyRowMissing struct{ channel.Store }
+
+func (s companyRowMissing) Company(id uint64) (store.Company, error) {
+	return store.Company{}, fmt.Errorf("store: company %d: %w", id, store.ErrNotFound)
+}
+
+func (s companyRowMissing) DeviceCompany(companyID, deviceID uint64) (store.Company, error) {
+	return store.Company{}, fmt.Errorf("store: company %d of device %d: %w", companyID, deviceID, store.ErrNotFound)
+}
+
+// numbersRowMissing is the agents' store with its look-up of announced
+// numbers answering store.ErrNotFound.
+type numbersRowMissing struct{ channel.Store }
+
+func (s numbersRowMissing) AgentNumbersNew(uint64, string, []string) (int, int, error) {
+	return 0, 0, fmt.Errorf("store: agent numbers: %w", store.ErrNotFound)
+}
+
+// A hello whose numbers' check fails with store.ErrNotFound, the device
+// and its company there, is closed as the server fault it is (1011: the
+// phone reconnects with backoff), not 4503: only the store's word that
+// the device is gone (store.ErrDeviceGone) tells the phone its device was
+// removed, after which it stops reconnecting. Any store.ErrNotFound of the
+// check was taken for the company's removal.
+func TestHelloNotFoundIsNoRemoval(t *testing.T) {
+	t.Parallel()
+	for name, wrap := range map[string]func(channel.Store) channel.Store{
+		"company read": func(s channel.Store) channel.Store { return companyRowMissing{s} },
+		"numbers read": func(s channel.Store) channel.Store { return numbersRowMissing{s} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := agentsRigWith(t, wrap)
+			ws, _, err := r.dial(r.pair("row-missing"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.CloseNow()
+			writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
+				WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+			if code := closeCode(t, ws); code != proto.CloseInternalError {
+				t.Errorf("a hello whose %s found no row: closed %d, want %d (server fault)", name, code, proto.CloseInternalError)
+			}
+		})
+	}
+}
+
 // agentsRig is a rig whose hub has the agents' channel service.
 func agentsRig(t *testing.T) *rig {
 	t.Helper()
+	return agentsRigWith(t, nil)
+}
+
+// agentsRigWith is agentsRig with the agents' service reaching the store
+// as wrap gives it (nil: as it is).
+func agentsRigWith(t *testing.T, wrap func(channel.Store) channel.Store) *rig {
+	t.Helper()
 	st := storetest.OpenWith(t, storetest.Options{})
+	var agentStore channel.Store = st
+	if wrap != nil {
+		agentStore = wrap(st)
+	}
 	return newRigHub(t, st, Config{}, time.Now, nil, hubSetup{wire: func(h *Hub, log *slog.Logger) {
-		agents, err := channel.New(channel.Config{}, st, log, time.Now, rand.NewPCG(1, 2))
+		agents, err := channel.New(channel.Config{}, agentStore, log, time.Now, rand.NewPCG(1, 2))
 		if err != nil {
 			t.Fatal(err)
 		}

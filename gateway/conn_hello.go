@@ -64,10 +64,12 @@ func (c *conn) hello() bool {
 	if err == nil && h.agents != nil && (announces || hello.Jobs != nil) {
 		agent, err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
 	}
-	if errors.Is(err, store.ErrNotFound) {
-		// The company's removal took its record since the upgrade (its
-		// devices went first): the device is gone, as the hello's write
-		// below would find it.
+	if errors.Is(err, store.ErrDeviceGone) {
+		// The store's word (the read of the device's company, store
+		// DeviceCompany) that the device was deleted, or its company is
+		// closing or removed, since the upgrade: the device is gone, as
+		// the hello's write below would find it. Any other error,
+		// store.ErrNotFound of another record included, is a fault.
 		c.closeWith(proto.CloseDeviceGone, "device deleted")
 		return false
 	}

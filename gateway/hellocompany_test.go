@@ -9,7 +9,8 @@ import (
 )
 
 // companyReads is the agents' store, counting its reads of a company (the
-// region a hello's numbers are read in).
+// region a hello's numbers are read in: the device's company, store
+// DeviceCompany, or any company).
 type companyReads struct {
 	channel.Store
 	n atomic.Int64
@@ -18,6 +19,11 @@ type companyReads struct {
 func (s *companyReads) Company(id uint64) (store.Company, error) {
 	s.n.Add(1)
 	return s.Store.Company(id)
+}
+
+func (s *companyReads) DeviceCompany(companyID, deviceID uint64) (store.Company, error) {
+	s.n.Add(1)
+	return s.Store.DeviceCompany(companyID, deviceID)
 }
 
 // TestAgentHelloReadsItsCompanyOnce: an agent's hello that names numbers

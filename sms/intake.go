@@ -109,10 +109,13 @@ func checkDetail(st proto.Status) error {
 // maxSender bounds an inbound sender, and so every name on the opt-out list.
 const maxSender = 64
 
-// errInboundDeviceGone refuses an inbound of a device deleted, or of a
-// company removed (which takes its devices): error not_found, which the
-// phone drops (PROTOCOL.md section 10.2), never a close for a server fault.
-var errInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted.")
+// ErrInboundDeviceGone refuses an inbound (SMS here, WhatsApp or iMessage
+// in package channel) of a device deleted, or of a company closing or
+// removed (which takes its devices): error not_found, which the phone
+// drops (PROTOCOL.md section 10.2), never a close for a server fault. It
+// answers the store's store.ErrDeviceGone and nothing else: any other
+// error, store.ErrNotFound of another record included, is the server's.
+var ErrInboundDeviceGone = problem.New(problem.NotFound, "The device was deleted.")
 
 // Inbound stores a received SMS once per (device, client_id) and returns the
 // acknowledgement to send only after it is durable. The device is the
@@ -132,12 +135,12 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	// Senders are often short codes or names ("BANK"), which stay as given;
 	// numbers are stored in E.164 like everywhere else. In a company's
 	// region a national sender ("07400123456" in GB) is a number too.
-	region, err := s.region(dev.CompanyID)
-	if errors.Is(err, store.ErrNotFound) {
-		// The company's removal took its record: its devices went first,
-		// so the link's device is gone too, and its close is on the way
-		// (or, on another node, the link's next look finds it so).
-		return proto.InboundAck{}, errInboundDeviceGone
+	region, err := s.deviceRegion(dev)
+	if errors.Is(err, store.ErrDeviceGone) {
+		// The device was deleted, or its company is closing or removed:
+		// the link's close is on the way (or, on another node, the link's
+		// next look finds it so).
+		return proto.InboundAck{}, ErrInboundDeviceGone
 	}
 	if err != nil {
 		return proto.InboundAck{}, err
@@ -177,7 +180,7 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	}
 	stored, dup, err := s.store.StoreInbound(&m, s.now)
 	if errors.Is(err, store.ErrDeviceGone) {
-		return proto.InboundAck{}, errInboundDeviceGone
+		return proto.InboundAck{}, ErrInboundDeviceGone
 	}
 	if err != nil {
 		return proto.InboundAck{}, budgetRefusal(err, s.now())

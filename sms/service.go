@@ -272,6 +272,17 @@ func (s *Service) region(companyID uint64) (string, error) {
 	return c.Region, nil
 }
 
+// deviceRegion is the region of the device's company, read for what the
+// device's link does (store DeviceCompany): store.ErrDeviceGone when the
+// device was deleted or its company is closing or removed, and only then.
+func (s *Service) deviceRegion(dev store.Device) (string, error) {
+	c, err := s.store.DeviceCompany(dev.CompanyID, dev.ID)
+	if err != nil {
+		return "", err
+	}
+	return c.Region, nil
+}
+
 // Run expires queued messages past their TTL, prunes old idempotency
 // answers and queues scheduled messages at their time, until ctx ends.
 func (s *Service) Run(ctx context.Context) {

@@ -15,6 +15,7 @@ type Store interface {
 	Company(id uint64) (store.Company, error)
 	Conversations(companyID uint64, device string, limit int) ([]store.Conversation, error)
 	DeletePool(companyID, id uint64) (store.Pool, error)
+	DeviceCompany(companyID, deviceID uint64) (store.Company, error)
 	Enqueue(m *store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func(store.Message) (int, []byte)) (store.Message, *store.Idempotent, error)
 	EnqueueBulk(ms []store.Message, idemKey store.IdempotencyKey, now func() time.Time, check store.DeviceCheck, answer func([]store.Message) (int, []byte)) ([]store.Message, *store.Idempotent, error)
 	ExpireQueued(now time.Time, limit int) ([]store.Message, error)
