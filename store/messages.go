@@ -146,7 +146,11 @@ type Idempotent struct {
 	Digest    string    `json:"digest,omitempty"`
 }
 
-// ErrDeviceGone is returned when a message names a device that does not exist (any more).
+// ErrDeviceGone is returned when a message names a device that does not
+// exist (any more), and by DeviceCompany when the device is deleted or its
+// company is closing or removed. It is the store's word that a device is
+// gone: a phone is told so (close 4503, error not_found) on it alone,
+// never on ErrNotFound, which may be a missing record of any kind.
 var ErrDeviceGone = errors.New("store: device not found")
 
 // ErrDeviceDisabled is returned when a message is queued for a disabled device.
