@@ -1,6 +1,7 @@
 // simrelay console: forms post through fetch so that errors show beside
-// their field and nothing typed is lost; the messages page listens to one
-// Server-Sent Events stream. Plain JavaScript, no build step.
+// their field and nothing typed is lost; the pages that show messages or
+// devices' badges listen to one Server-Sent Events stream. Plain
+// JavaScript, no build step.
 (function () {
   "use strict";
   var body = document.body;
@@ -465,7 +466,8 @@
   }
 
   // presence draws a device's badge online or offline: the messages page's
-  // device list ("(online)" after its name) and a number's agent.
+  // device list ("(online)" after its name), the devices page's cards, the
+  // numbers list's agents and a number's agent.
   function presence(d) {
     document.querySelectorAll("#device option").forEach(function (o) {
       if (o.value !== d.device) { return; }
@@ -555,33 +557,53 @@
   // the page says as a form's refusal does, keeping what was typed; any
   // other refusal (the device deleted, the store out of reach) is said
   // with the server's message, the page left as it was.
-  function reloaded(r) {
-    if (r.status === 401) { sessionExpired(reloadThread); return null; }
-    return r.ok ? r.json() : refused(r, "The messages could not be reloaded");
+  // what is what the page's reload reloads, for its messages: the
+  // messages, or on a page of badges alone the devices.
+  function reloaded(r, what) {
+    if (r.status === 401) { sessionExpired(reloadLive); return null; }
+    return r.ok ? r.json() : refused(r, "The " + what + " could not be reloaded");
   }
 
   // unreached says a reload that got no answer at all (the connection
   // dropped): the page shows what it had, which may miss what changed.
-  function unreached() {
-    say("err", "The messages could not be reloaded: the server could not be reached. Reload the page in a moment.");
+  function unreached(what) {
+    say("err", "The " + what + " could not be reloaded: the server could not be reached. Reload the page in a moment.");
   }
 
   // reload asks for the messages of a list (u), draws the list anew from
   // the answer (redraw), then draws again over it (drawAgain) the messages drawn
   // while it was on its way, which the answer, read before them, lacks, and
   // the badges of the links heard of meanwhile.
-  function reload(u, redraw, drawAgain) {
+  function reload(u, redraw, drawAgain, what) {
+    what = what || "messages";
     var since = {msgs: {}, devices: {}};
     reloading.push(since);
     var done = function () { reloading.splice(reloading.indexOf(since), 1); };
-    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(reloaded)
+    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(function (r) { return reloaded(r, what); })
       .then(function (b) {
         done();
         if (!b) { return; }
         redraw(b);
         Object.keys(since.msgs).forEach(function (id) { drawAgain(since.msgs[id]); });
         Object.keys(since.devices).forEach(function (fp) { presence(since.devices[fp]); });
-      }, function (err) { done(); throw err; }).catch(unreached);
+      }, function (err) { done(); throw err; }).catch(function () { unreached(what); });
+  }
+
+  // reloadBadges reloads the badges of a page that shows nothing else live
+  // (the devices page, the numbers list): each of the company's devices,
+  // online or not, from the list the pairing panel asks for too.
+  function reloadBadges() {
+    reload("/console/devices/state", function (b) {
+      b.devices.forEach(function (d) { presence({device: d.fingerprint, online: d.online}); });
+    }, function () {}, "devices");
+  }
+
+  // reloadLive reloads what the page shows live, after its stream
+  // reconnected or opened after a change it never carried.
+  function reloadLive() {
+    if (agentMsgs) { reloadAgent(); return; }
+    if (chat) { reloadThread(); return; }
+    reloadBadges();
   }
 
   function reloadAgent() {
@@ -597,8 +619,6 @@
   // open thread (if one is open), the conversation list and the devices'
   // badges, in one request.
   function reloadThread() {
-    if (agentMsgs) { reloadAgent(); return; }
-    if (!chat) { return; }
     var phone = chat.getAttribute("data-phone") || "";
     reload("/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone), function (b) {
       if (phone && thread) {
@@ -635,8 +655,10 @@
   }
 
   // live is the element whose data-live tells (and tests see) whether the
-  // stream is open: the chat, or a number's message list.
-  var live = chat || agentMsgs;
+  // stream is open, the one that carries the page's mark
+  // (data-live-since): the chat, a number's message list, the devices
+  // page's list or the numbers list.
+  var live = document.querySelector("[data-live-since]");
   if (live && window.EventSource) {
     var opened = false;
     // wait is the delay before the next try while the server refuses the
@@ -686,13 +708,13 @@
       es.addEventListener("open", function () {
         if (lost) { clearTimeout(lost); lost = null; }
         caught = opened;
-        if (opened) { reloadThread(); } // events may have been missed while away
+        if (opened) { reloadLive(); } // events may have been missed while away
         opened = true;
         wait = 1000;
         live.setAttribute("data-live", "true");
         if (banner && banner.classList.contains("live")) { banner.hidden = true; }
       });
-      es.addEventListener("catchup", function () { if (!caught) { caught = true; reloadThread(); } });
+      es.addEventListener("catchup", function () { if (!caught) { caught = true; reloadLive(); } });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
       es.addEventListener("device", function (ev) { heard(JSON.parse(ev.data)); });
       es.addEventListener("signedout", function () { es.close(); live.setAttribute("data-live", "false"); sessionExpired(connect); });
