@@ -1,8 +1,11 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/chromedp/cdproto/emulation"
@@ -184,6 +187,56 @@ func TestBrowserDevicesPageCatchesUpTheBadges(t *testing.T) {
 			t.Errorf("%s asked %s; want the page and its stream once, no reload", pg.path, hits)
 		}
 	}
+}
+
+// TestBrowserLiveViewCatchUpRedrawsTheMoreLine: a catch-up that brings
+// the conversation list to more than it lists draws the line saying older
+// ones are not listed, as a page drawn then would; it was left as the page
+// was drawn. A conversation the stream adds then counts in it.
+func TestBrowserLiveViewCatchUpRedrawsTheMoreLine(t *testing.T) {
+	t.Parallel()
+	h, opt := holdStream(t)
+	e := newEnv(t, opt)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.pairPhone(e.pairingCode(key), "fp-1", false)
+	send := func(from, n int) {
+		msgs := make([]map[string]string, n)
+		for i := range msgs {
+			msgs[i] = map[string]string{"phone": fmt.Sprintf("+1555010%04d", from+i), "message": "hi"}
+		}
+		body, _ := json.Marshal(map[string]any{"device_fingerprint": "fp-1", "messages": msgs})
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/send-bulk", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := testhttp.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := read(t, res); p.status != http.StatusOK {
+			t.Fatalf("POST /chat/send-bulk: %d %s", p.status, p.body)
+		}
+	}
+	send(0, 199)
+	ctx := chrome(t)
+	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+
+	h.start()
+	do(t, ctx, "open the messages", chromedp.Navigate(e.url+"/console/messages?device=fp-1"), chromedp.WaitVisible(chromedp.CSS(`#send`)))
+	if eval[bool](t, ctx, `!!document.getElementById("more-convs")`) {
+		t.Fatal("199 conversations drawn with the line about older ones")
+	}
+	h.reachedStream(t)
+	send(199, 2)
+	h.free()
+	waitFor(t, ctx, "the stream open", `document.getElementById("chat").dataset.live === "true"`)
+	waitFor(t, ctx, "the latest 200 listed", `document.querySelectorAll("#convs li").length === 200`)
+	waitFor(t, ctx, "the line about older ones", `(function(){var p=document.getElementById("more-convs");return !!p&&p.textContent.indexOf("The 200 latest are listed")===0})()`)
+	if n := h.count("/console/messages/thread"); n != 1 {
+		t.Errorf("the list was reloaded %d times, want once", n)
+	}
+	// A conversation the stream adds to the list is one more listed.
+	send(201, 1)
+	waitFor(t, ctx, "the line counting the new one", `(function(){var p=document.getElementById("more-convs");return !!p&&p.textContent.indexOf("The 201 latest are listed")===0&&document.querySelectorAll("#convs li").length===201})()`)
 }
 
 // TestBrowserNumbersListCatchesUpTheBadges: an agent whose link ended

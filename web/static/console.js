@@ -463,6 +463,21 @@
     var none = document.getElementById("no-convs");
     if (none) { none.remove(); }
     convs.insertBefore(item, convs.firstChild);
+    if (document.getElementById("more-convs")) { moreConvs(true); } // one more listed
+  }
+
+  // moreConvs says under the list, as the page draws it, that older
+  // conversations are not listed (more), with how many are; or nothing.
+  function moreConvs(more) {
+    var convs = document.getElementById("convs");
+    var line = document.getElementById("more-convs");
+    if (!more) { if (line) { line.remove(); } return; }
+    if (!line) {
+      line = document.createElement("p");
+      line.className = "muted"; line.id = "more-convs";
+      convs.parentNode.appendChild(line);
+    }
+    line.textContent = "The " + convs.children.length + " latest are listed; an older conversation comes back to the top with its next message.";
   }
 
   // presence draws a device's badge online or offline: the messages page's
@@ -631,6 +646,7 @@
         b.convs.forEach(function (c) { convs.appendChild(convItem(c)); });
         var none = document.getElementById("no-convs");
         if (none && b.convs.length) { none.remove(); }
+        moreConvs(b.more);
       }
       Object.keys(b.online || {}).forEach(function (fp) { presence({device: fp, online: b.online[fp]}); });
     }, smsDraw);
