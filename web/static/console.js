@@ -741,8 +741,12 @@
         live.setAttribute("data-live", "false");
         // Refused (CLOSED): ask why, then try again. A server that is down
         // leaves it CONNECTING, and it retries by itself: said if it is
-        // still away after two of its tries.
-        if (es.readyState === EventSource.CLOSED) { why(); return; }
+        // still away after two of its tries. The page going away (another
+        // opening in the tab) ends its stream so too, just before it is
+        // unloaded: asked in a task of its own, why never runs then. It
+        // ran, a request (a stream the server opened, on a cluster with
+        // its lease) for a page no one would read.
+        if (es.readyState === EventSource.CLOSED) { setTimeout(why, 0); return; }
         if (!lost) {
           lost = setTimeout(function () {
             lost = null;
