@@ -572,8 +572,8 @@
   // the page says as a form's refusal does, keeping what was typed; any
   // other refusal (the device deleted, the store out of reach) is said
   // with the server's message, the page left as it was.
-  // what is what the page's reload reloads, for its messages: the
-  // messages, or on a page of badges alone the devices.
+  // what names what was being reloaded, for the banner: "messages", or
+  // "devices" on a page that shows badges alone.
   function reloaded(r, what) {
     if (r.status === 401) { sessionExpired(reloadLive); return null; }
     return r.ok ? r.json() : refused(r, "The " + what + " could not be reloaded");
@@ -741,11 +741,11 @@
         live.setAttribute("data-live", "false");
         // Refused (CLOSED): ask why, then try again. A server that is down
         // leaves it CONNECTING, and it retries by itself: said if it is
-        // still away after two of its tries. The page going away (another
-        // opening in the tab) ends its stream so too, just before it is
-        // unloaded: asked in a task of its own, why never runs then. It
-        // ran, a request (a stream the server opened, on a cluster with
-        // its lease) for a page no one would read.
+        // still away after two of its tries. A page left for another ends
+        // its stream so too, just before it is unloaded: asked in a task
+        // of its own, why never runs then. It ran, a request (a stream the
+        // server opened, on a cluster with its lease) for a page no one
+        // would read.
         if (es.readyState === EventSource.CLOSED) { setTimeout(why, 0); return; }
         if (!lost) {
           lost = setTimeout(function () {
