@@ -129,6 +129,9 @@ type devicesData struct {
 	// ErrDevice is the device whose form a plain post's error came back
 	// to (deviceBack): its form alone shows the error.
 	ErrDevice string
+	// LiveSince is the live view's mark, taken before the devices were
+	// read (Broker.Mark): its stream says whether to reload the badges.
+	LiveSince string
 }
 
 // deviceBack is the page a plain post of a device's form comes back to
@@ -142,11 +145,12 @@ func deviceBack(r *http.Request) string {
 }
 
 func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) error {
+	since := c.deps.Broker.Mark()
 	rows, err := c.deviceRows(r, q.p().CompanyID)
 	if err != nil {
 		return err
 	}
-	data := devicesData{Devices: rows, ErrDevice: query(r).Get("device")}
+	data := devicesData{Devices: rows, ErrDevice: query(r).Get("device"), LiveSince: since}
 	if code := query(r).Get("pairing"); code != "" {
 		uri, err := c.deps.Devices.PairingURI(r.Context(), q.p().CompanyID, code)
 		if pe, ok := problem.As(err); ok && pe.Code == problem.NotFound {

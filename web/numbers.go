@@ -54,6 +54,10 @@ type numberRow struct {
 
 type numbersData struct {
 	WhatsApp, IMessage []numberRow
+	// LiveSince is the live view's mark, taken before the numbers and
+	// their agents' links were read (Broker.Mark): its stream says
+	// whether to reload the badges.
+	LiveSince string
 }
 
 type numberData struct {
@@ -125,12 +129,13 @@ func (c *Console) deviceNames(r *http.Request, companyID uint64) (map[string]str
 }
 
 func (c *Console) numbersPage(w http.ResponseWriter, r *http.Request, q *req) error {
+	since := c.deps.Broker.Mark()
 	company := q.p().CompanyID
 	names, err := c.deviceNames(r, company)
 	if err != nil {
 		return err
 	}
-	var data numbersData
+	data := numbersData{LiveSince: since}
 	lists := map[string][]channel.Number{}
 	var all []channel.Number
 	for _, ch := range []string{channel.WhatsApp, channel.IMessage} {

@@ -1,6 +1,7 @@
 // simrelay console: forms post through fetch so that errors show beside
-// their field and nothing typed is lost; the messages page listens to one
-// Server-Sent Events stream. Plain JavaScript, no build step.
+// their field and nothing typed is lost; the pages that show messages or
+// devices' badges listen to one Server-Sent Events stream. Plain
+// JavaScript, no build step.
 (function () {
   "use strict";
   var body = document.body;
@@ -462,10 +463,26 @@
     var none = document.getElementById("no-convs");
     if (none) { none.remove(); }
     convs.insertBefore(item, convs.firstChild);
+    if (document.getElementById("more-convs")) { moreConvs(true); } // one more listed
+  }
+
+  // moreConvs says under the list, as the page draws it, that older
+  // conversations are not listed (more), with how many are; or nothing.
+  function moreConvs(more) {
+    var convs = document.getElementById("convs");
+    var line = document.getElementById("more-convs");
+    if (!more) { if (line) { line.remove(); } return; }
+    if (!line) {
+      line = document.createElement("p");
+      line.className = "muted"; line.id = "more-convs";
+      convs.parentNode.appendChild(line);
+    }
+    line.textContent = "The " + convs.children.length + " latest are listed; an older conversation comes back to the top with its next message.";
   }
 
   // presence draws a device's badge online or offline: the messages page's
-  // device list ("(online)" after its name) and a number's agent.
+  // device list ("(online)" after its name), the devices page's cards, the
+  // numbers list's agents and a number's agent.
   function presence(d) {
     document.querySelectorAll("#device option").forEach(function (o) {
       if (o.value !== d.device) { return; }
@@ -555,33 +572,53 @@
   // the page says as a form's refusal does, keeping what was typed; any
   // other refusal (the device deleted, the store out of reach) is said
   // with the server's message, the page left as it was.
-  function reloaded(r) {
-    if (r.status === 401) { sessionExpired(reloadThread); return null; }
-    return r.ok ? r.json() : refused(r, "The messages could not be reloaded");
+  // what names what was being reloaded, for the banner: "messages", or
+  // "devices" on a page that shows badges alone.
+  function reloaded(r, what) {
+    if (r.status === 401) { sessionExpired(reloadLive); return null; }
+    return r.ok ? r.json() : refused(r, "The " + what + " could not be reloaded");
   }
 
   // unreached says a reload that got no answer at all (the connection
   // dropped): the page shows what it had, which may miss what changed.
-  function unreached() {
-    say("err", "The messages could not be reloaded: the server could not be reached. Reload the page in a moment.");
+  function unreached(what) {
+    say("err", "The " + what + " could not be reloaded: the server could not be reached. Reload the page in a moment.");
   }
 
   // reload asks for the messages of a list (u), draws the list anew from
   // the answer (redraw), then draws again over it (drawAgain) the messages drawn
   // while it was on its way, which the answer, read before them, lacks, and
   // the badges of the links heard of meanwhile.
-  function reload(u, redraw, drawAgain) {
+  function reload(u, redraw, drawAgain, what) {
+    what = what || "messages";
     var since = {msgs: {}, devices: {}};
     reloading.push(since);
     var done = function () { reloading.splice(reloading.indexOf(since), 1); };
-    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(reloaded)
+    fetch(u, {credentials: "same-origin", headers: {"Accept": "application/json"}}).then(function (r) { return reloaded(r, what); })
       .then(function (b) {
         done();
         if (!b) { return; }
         redraw(b);
         Object.keys(since.msgs).forEach(function (id) { drawAgain(since.msgs[id]); });
         Object.keys(since.devices).forEach(function (fp) { presence(since.devices[fp]); });
-      }, function (err) { done(); throw err; }).catch(unreached);
+      }, function (err) { done(); throw err; }).catch(function () { unreached(what); });
+  }
+
+  // reloadBadges reloads the badges of a page that shows nothing else live
+  // (the devices page, the numbers list): each of the company's devices,
+  // online or not, from the list the pairing panel asks for too.
+  function reloadBadges() {
+    reload("/console/devices/state", function (b) {
+      b.devices.forEach(function (d) { presence({device: d.fingerprint, online: d.online}); });
+    }, function () {}, "devices");
+  }
+
+  // reloadLive reloads what the page shows live, after its stream
+  // reconnected or opened after a change it never carried.
+  function reloadLive() {
+    if (agentMsgs) { reloadAgent(); return; }
+    if (chat) { reloadThread(); return; }
+    reloadBadges();
   }
 
   function reloadAgent() {
@@ -597,8 +634,6 @@
   // open thread (if one is open), the conversation list and the devices'
   // badges, in one request.
   function reloadThread() {
-    if (agentMsgs) { reloadAgent(); return; }
-    if (!chat) { return; }
     var phone = chat.getAttribute("data-phone") || "";
     reload("/console/messages/thread?device=" + encodeURIComponent(chat.getAttribute("data-device")) + "&phone=" + encodeURIComponent(phone), function (b) {
       if (phone && thread) {
@@ -611,6 +646,7 @@
         b.convs.forEach(function (c) { convs.appendChild(convItem(c)); });
         var none = document.getElementById("no-convs");
         if (none && b.convs.length) { none.remove(); }
+        moreConvs(b.more);
       }
       Object.keys(b.online || {}).forEach(function (fp) { presence({device: fp, online: b.online[fp]}); });
     }, smsDraw);
@@ -635,8 +671,10 @@
   }
 
   // live is the element whose data-live tells (and tests see) whether the
-  // stream is open: the chat, or a number's message list.
-  var live = chat || agentMsgs;
+  // stream is open, the one that carries the page's mark
+  // (data-live-since): the chat, a number's message list, the devices
+  // page's list or the numbers list.
+  var live = document.querySelector("[data-live-since]");
   if (live && window.EventSource) {
     var opened = false;
     // wait is the delay before the next try while the server refuses the
@@ -686,13 +724,13 @@
       es.addEventListener("open", function () {
         if (lost) { clearTimeout(lost); lost = null; }
         caught = opened;
-        if (opened) { reloadThread(); } // events may have been missed while away
+        if (opened) { reloadLive(); } // events may have been missed while away
         opened = true;
         wait = 1000;
         live.setAttribute("data-live", "true");
         if (banner && banner.classList.contains("live")) { banner.hidden = true; }
       });
-      es.addEventListener("catchup", function () { if (!caught) { caught = true; reloadThread(); } });
+      es.addEventListener("catchup", function () { if (!caught) { caught = true; reloadLive(); } });
       es.addEventListener("message", function (ev) { upsert(JSON.parse(ev.data)); });
       es.addEventListener("device", function (ev) { heard(JSON.parse(ev.data)); });
       es.addEventListener("signedout", function () { es.close(); live.setAttribute("data-live", "false"); sessionExpired(connect); });
@@ -703,8 +741,12 @@
         live.setAttribute("data-live", "false");
         // Refused (CLOSED): ask why, then try again. A server that is down
         // leaves it CONNECTING, and it retries by itself: said if it is
-        // still away after two of its tries.
-        if (es.readyState === EventSource.CLOSED) { why(); return; }
+        // still away after two of its tries. A page left for another ends
+        // its stream so too, just before it is unloaded: asked in a task
+        // of its own, why never runs then. It ran, a request (a stream the
+        // server opened, on a cluster with its lease) for a page no one
+        // would read.
+        if (es.readyState === EventSource.CLOSED) { setTimeout(why, 0); return; }
         if (!lost) {
           lost = setTimeout(function () {
             lost = null;
