@@ -231,7 +231,7 @@ func (a *Agent) session(ctx context.Context, upFor *time.Duration) error {
 	wg.Go(func() { a.reportHealth(lctx, l) })
 
 	// The link is dead after two ping intervals of silence (section 6).
-	defer silence.Watch(time.Duration(welcome.PingIntervalSeconds)*time.Second, func() { ws.CloseNow() })()
+	defer silence.Watch(welcome.PingInterval(), func() { ws.CloseNow() })()
 
 	for {
 		_, data, err := ws.Read(rctx)

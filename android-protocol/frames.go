@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Version is the protocol version this build speaks, sent in hello.
@@ -175,6 +176,7 @@ type Welcome struct {
 	ServerTime        string `json:"server_time"`
 	// PingIntervalSeconds is how often the server pings; a phone that hears
 	// nothing (frame or ping) for twice as long treats the link as dead.
+	// Read it through PingInterval, which bounds it.
 	PingIntervalSeconds int `json:"ping_interval_seconds"`
 	// MaxInflight is how many sends the server leaves un-acked at once.
 	MaxInflight int `json:"max_inflight"`
@@ -182,6 +184,32 @@ type Welcome struct {
 	// so a change made while the phone was offline reaches it on connect.
 	SelectedSIM string `json:"selected_sim"`
 	DeviceName  string `json:"device_name"`
+}
+
+// The ping interval a phone reads in welcome.ping_interval_seconds
+// (PROTOCOL.md section 8.2): the one it assumes when the server names
+// none, and the most it takes from a server.
+const (
+	DefaultPingIntervalSeconds = 45
+	MaxPingIntervalSeconds     = 3600
+)
+
+// PingInterval is the server's ping interval as a phone times its liveness
+// by (twice it without a frame or a ping, section 6): 45 s when the welcome
+// names none (absent, 0 or negative), and at most an hour, however large
+// the number a server sent: a hostile or broken one neither overflows the
+// phone's time arithmetic (146 years, doubled, was a negative bound, and
+// the link was taken for dead as soon as it was up) nor keeps a dead link
+// up for good.
+func (w Welcome) PingInterval() time.Duration {
+	switch s := w.PingIntervalSeconds; {
+	case s <= 0:
+		return DefaultPingIntervalSeconds * time.Second
+	case s > MaxPingIntervalSeconds:
+		return MaxPingIntervalSeconds * time.Second
+	default:
+		return time.Duration(s) * time.Second
+	}
 }
 
 // Send is a job for the phone: deliver one message.

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGoldenFramesRoundTrip decodes every example of testdata/ (the ones
@@ -204,6 +206,22 @@ func TestDecodedFrameKeepsNothingOfItsBytes(t *testing.T) {
 		}
 		if out, err := Encode(f); err != nil || !bytes.Equal(out, raw) {
 			t.Errorf("%s, its bytes overwritten once decoded:\n got %s (%v)\nwant %s", file, out, err, raw)
+		}
+	}
+}
+
+// A welcome's ping interval is read bounded (PROTOCOL.md section 8.2): 45 s
+// when none is named, at most an hour however large the number, never a
+// time that overflows.
+func TestWelcomePingIntervalIsBounded(t *testing.T) {
+	t.Parallel()
+	for secs, want := range map[int]time.Duration{
+		0: 45 * time.Second, -1: 45 * time.Second, math.MinInt64: 45 * time.Second,
+		1: time.Second, 45: 45 * time.Second, 3600: time.Hour,
+		3601: time.Hour, 1e9: time.Hour, 4_611_686_019: time.Hour, 1e18: time.Hour, math.MaxInt64: time.Hour,
+	} {
+		if got := (Welcome{PingIntervalSeconds: secs}).PingInterval(); got != want {
+			t.Errorf("ping_interval_seconds %d: read as %v, want %v", secs, got, want)
 		}
 	}
 }

@@ -194,3 +194,33 @@ func TestStripeSignatureAheadOfTime(t *testing.T) {
 		t.Errorf("after the delivery signed a minute ahead: %+v (%v), want sub_A applied", sub, err)
 	}
 }
+
+// TestStripeSignatureTimedByTheServiceClock: a delivery's signature is
+// dated against the service's clock (the one billing is made with, which
+// times its periods, trials and checkouts), both ways: one signed at its
+// time is applied, however far the machine's clock is from it; one signed
+// at the machine's time, a day past the service's, is 400 naming
+// Stripe-Signature. The library's check of a late one, and the check of
+// one ahead, read the machine's clock.
+func TestStripeSignatureTimedByTheServiceClock(t *testing.T) {
+	t.Parallel()
+	st, co := acme(t)
+	at := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
+	svc := stripeServiceAt(t, st, "http://127.0.0.1:1", slog.New(slog.DiscardHandler), func() time.Time { return at })
+	payload, _ := subscriptionEvent(t, co.ID, nil)
+	sign := func(at time.Time) string {
+		return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: testSecret, Timestamp: at}).Header
+	}
+	if err := svc.HandleStripeEvent(context.Background(), payload, sign(time.Now())); !problem.Is(err, problem.ValidationFailed) || !strings.Contains(err.Error(), "Stripe-Signature") {
+		t.Errorf("signed a day past the service's clock: got %v, want 400 naming Stripe-Signature", err)
+	}
+	if sub, found, err := st.Subscription(co.ID); err != nil || found && sub.ProviderSubID != "" {
+		t.Fatalf("after the refused delivery: %+v (found %v, %v), want none applied", sub, found, err)
+	}
+	if err := svc.HandleStripeEvent(context.Background(), payload, sign(at.Add(-time.Minute))); err != nil {
+		t.Fatalf("signed a minute before the service's clock: %v", err)
+	}
+	if sub, _, err := st.Subscription(co.ID); err != nil || sub.ProviderSubID != "sub_A" {
+		t.Errorf("after the delivery signed at the service's time: %+v (%v), want sub_A applied", sub, err)
+	}
+}

@@ -54,15 +54,17 @@ func badID(path string) error {
 	return problem.New(problem.InvalidJSON, fmt.Sprintf("The event's %s is no Stripe id: at most %d bytes of printable ASCII without spaces.", path, maxStripeID))
 }
 
-// signedAhead reports whether a Stripe-Signature header that verified
+// signedOutside reports whether a Stripe-Signature header that verified
 // names a time more than the library's tolerance (webhook.DefaultTolerance,
-// five minutes) after now. The library refuses only a timestamp older than
-// that: a delivery signed ahead of its time, and caught, would verify
-// until its time had passed and the tolerance after it. The header is read
-// as the library reads it (pairs split at commas, the last t= wins); a
-// header it could not read did not verify.
-func signedAhead(header string, now time.Time) bool {
-	var at int64
+// five minutes) before or after now, the service's clock. The library's
+// own check reads the machine's clock, and only one way: a delivery signed
+// ahead of its time, and caught, would verify until its time had passed
+// and the tolerance after it; so it is told to skip it, and this checks
+// both ways by the clock the rest of billing keeps. The header is read as
+// the library reads it (pairs split at commas, the last t= wins); one with
+// no time, or one the library could not read, did not verify.
+func signedOutside(header string, now time.Time) bool {
+	at, dated := int64(0), false
 	for _, pair := range strings.Split(header, ",") {
 		k, v, ok := strings.Cut(pair, "=")
 		if !ok || k != "t" {
@@ -72,14 +74,15 @@ func signedAhead(header string, now time.Time) bool {
 		if err != nil {
 			return true
 		}
-		at = t
+		at, dated = t, true
 	}
-	return at > now.Add(webhook.DefaultTolerance).Unix()
+	tol := int64(webhook.DefaultTolerance / time.Second)
+	return !dated || at < now.Unix()-tol || at > now.Unix()+tol
 }
 
 // errBadSignature refuses a delivery whose Stripe-Signature does not
 // verify its body: missing, malformed, of another secret or body, or
-// dated outside the tolerance either way (signedAhead).
+// dated outside the tolerance either way (signedOutside).
 var errBadSignature = problem.Invalid("Stripe-Signature", "The Stripe-Signature header does not verify this body with the webhook secret.")
 
 // HandleStripeEvent verifies and applies one Stripe webhook delivery.
@@ -92,19 +95,16 @@ func (s *Service) HandleStripeEvent(_ context.Context, payload []byte, signature
 		return problem.New(problem.NotFound, "Stripe is not configured on this server.")
 	}
 	ev, err := webhook.ConstructEventWithOptions(payload, signature, s.cfg.WebhookSecret,
-		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
-	if err != nil {
-		// The library checks the signature first, then decodes the body:
-		// a body the header does verify but that is no event is the
-		// sender's JSON at fault, not its signature.
-		if errors.Is(err, webhook.ErrNotSigned) || errors.Is(err, webhook.ErrInvalidHeader) ||
-			errors.Is(err, webhook.ErrNoValidSignature) || errors.Is(err, webhook.ErrTooOld) {
-			return errBadSignature
-		}
-		return errNoEvent
-	}
-	if signedAhead(signature, time.Now()) {
+		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true, IgnoreTolerance: true})
+	// The library checks the signature first, then decodes the body: a
+	// body the header does verify, signed in time, but that is no event is
+	// the sender's JSON at fault, not its signature.
+	if errors.Is(err, webhook.ErrNotSigned) || errors.Is(err, webhook.ErrInvalidHeader) ||
+		errors.Is(err, webhook.ErrNoValidSignature) || signedOutside(signature, s.now()) {
 		return errBadSignature
+	}
+	if err != nil {
+		return errNoEvent
 	}
 	if ev.ID == "" || ev.Type == "" || ev.Data == nil || len(ev.Data.Raw) == 0 || ev.Data.Object == nil {
 		// JSON, but no event: without data the switch below would read a

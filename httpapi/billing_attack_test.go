@@ -50,7 +50,7 @@ func TestStripeWebhookForgeries(t *testing.T) {
 	post := func(body []byte, header string) resp {
 		return e.do(call{method: "POST", path: "/billing/stripe/webhook", body: string(body), header: map[string]string{"Stripe-Signature": header}})
 	}
-	now := time.Now()
+	now := e.clock.Now() // the server's
 	body := payload("evt_forged", "active", now.Unix())
 	old := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: testWebhookSecret, Timestamp: now.Add(-6 * time.Minute)})
 	ahead := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: body, Secret: testWebhookSecret, Timestamp: now.Add(10 * time.Minute)})

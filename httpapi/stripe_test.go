@@ -44,7 +44,8 @@ func newStripeEnv(t *testing.T, apiURL string) *env {
 	})
 }
 
-// stripeEvent posts a signed Stripe event to the webhook.
+// stripeEvent posts a Stripe event to the webhook, signed at the time of
+// the server's clock.
 func (e *env) stripeEvent(id, typ string, created int64, object map[string]any) resp {
 	e.t.Helper()
 	payload, err := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "created": created,
@@ -52,7 +53,7 @@ func (e *env) stripeEvent(id, typ string, created int64, object map[string]any) 
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	signed := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: payload, Secret: testWebhookSecret})
+	signed := stripewebhook.GenerateTestSignedPayload(&stripewebhook.UnsignedPayload{Payload: payload, Secret: testWebhookSecret, Timestamp: e.clock.Now()})
 	return e.do(call{method: "POST", path: "/billing/stripe/webhook", body: string(payload), header: map[string]string{"Stripe-Signature": signed.Header}})
 }
 

@@ -38,8 +38,9 @@ type Attempt struct {
 // first Limit of them in queue order. Down are the devices no job may move
 // to. Failover returns, besides the jobs it moved, the place of the last
 // job it looked at when it looked at Limit of them (the After of the next
-// batch; the jobs it could not move stay behind it), and 0 when it looked
-// at fewer: the device has no more past them.
+// batch; the jobs it could not move stay behind it, and a job another
+// transaction took between the look and the move counts as looked at),
+// and 0 when it looked at fewer: the device has no more past them.
 type FailoverInput struct {
 	CompanyID, DeviceID uint64
 	Slot                string

@@ -18,15 +18,35 @@ import (
 	"github.com/simrelay/simrelay/internal/waitpar"
 )
 
-// chromiumPath is Debian's chromium-headless-shell, which `make chromium`
-// installs: Chromium's headless shell, the same Blink and V8 as the browser
-// without its user interface (profile, extensions, the browser's own pages),
-// run here directly rather than through /usr/bin's sh wrapper. The browser
-// itself, /usr/bin/chromium in its headless mode, spent three times the CPU
-// on the same tests (web's tests under -race: 79 and 73 s of its processes'
-// CPU against 23 and 24 s, the tests passing alike), starting a renderer
-// process for nearly every page.
-const chromiumPath = "/usr/lib/chromium/chromium-headless-shell"
+// chromiumEnv names the variable make test sets to the Makefile's
+// CHROMIUM_SHELL, the headless shell `make chromium` installs: Debian's
+// chromium-headless-shell, Chromium's headless shell, the same Blink and V8
+// as the browser without its user interface (profile, extensions, the
+// browser's own pages), run here directly rather than through /usr/bin's
+// sh wrapper. The browser itself, /usr/bin/chromium in its headless mode,
+// spent three times the CPU on the same tests (web's tests under -race: 79
+// and 73 s of its processes' CPU against 23 and 24 s, the tests passing
+// alike), starting a renderer process for nearly every page.
+const chromiumEnv = "SIMRELAY_TEST_CHROMIUM"
+
+// chromiumPath is the headless shell the tests run: chromiumEnv's value,
+// or without it (go test ./web alone) CHROMIUM_SHELL's default as the
+// Makefile sets it, the one place that names the path.
+var chromiumPath = sync.OnceValue(func() string {
+	if p := os.Getenv(chromiumEnv); p != "" {
+		return p
+	}
+	mk, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(mk)) {
+		if v, ok := strings.CutPrefix(line, "CHROMIUM_SHELL ?= "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+})
 
 // browserTimeout bounds one browser test; every wait inside it polls the
 // page against this deadline.
@@ -60,7 +80,7 @@ func TestMain(m *testing.M) {
 // allocator removes when the browser stops.
 func startBrowser() {
 	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
+		chromedp.ExecPath(chromiumPath()),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true),
@@ -83,11 +103,15 @@ func startBrowser() {
 // context. A failed test leaves a screenshot in testdata/artifacts (gitignored).
 func chrome(t *testing.T) context.Context {
 	t.Helper()
-	if _, err := exec.LookPath(chromiumPath); err != nil {
+	path := chromiumPath()
+	if path == "" {
+		t.Fatalf("no headless Chromium named: %s is unset, and ../Makefile sets no CHROMIUM_SHELL", chromiumEnv)
+	}
+	if _, err := exec.LookPath(path); err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is missing: `make test` installs it (make chromium)", chromiumPath)
+			t.Fatalf("%s is missing: `make test` installs it (make chromium)", path)
 		}
-		t.Skipf("%s is missing: run `make chromium`", chromiumPath)
+		t.Skipf("%s is missing: run `make chromium`", path)
 	}
 	chromium.once.Do(startBrowser)
 	if chromium.err != nil {

@@ -373,7 +373,7 @@ func (p *Phone) session(ctx context.Context) error {
 	}()
 
 	// The link is dead after two ping intervals of silence.
-	defer silence.Watch(time.Duration(welcome.PingIntervalSeconds)*time.Second, func() { ws.CloseNow() })()
+	defer silence.Watch(welcome.PingInterval(), func() { ws.CloseNow() })()
 
 	for {
 		_, data, err := ws.Read(lctx)

@@ -3,6 +3,8 @@ package client
 import (
 	"sync"
 	"time"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // Silence tells a link that has heard nothing for two ping intervals
@@ -25,12 +27,14 @@ func (s *Silence) Hear() {
 	s.mu.Unlock()
 }
 
-// Watch calls dead after two ping intervals without a Hear (45 s intervals
-// when the welcome names none); stop ends the watch.
+// Watch calls dead after two ping intervals without a Hear; stop ends the
+// watch. The interval is bounded as proto.Welcome.PingInterval bounds it
+// (45 s when none, at most an hour), so its double never overflows.
 func (s *Silence) Watch(pingInterval time.Duration, dead func()) (stop func()) {
 	if pingInterval <= 0 {
-		pingInterval = 45 * time.Second
+		pingInterval = proto.DefaultPingIntervalSeconds * time.Second
 	}
+	pingInterval = min(pingInterval, proto.MaxPingIntervalSeconds*time.Second)
 	limit := 2 * pingInterval
 	var watch *time.Timer
 	watch = time.AfterFunc(time.Hour, func() {

@@ -276,7 +276,7 @@ func startServer(t *testing.T) *server {
 	}
 	if !prebuilt {
 		bin = filepath.Join(t.TempDir(), "simrelay")
-		if out, err := exec.Command("go", append(append([]string{"build"}, testbin.BuildFlags...), "-o", bin, "github.com/simrelay/simrelay/cmd/simrelay")...).CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", append(append([]string{"build"}, testbin.BuildFlags()...), "-o", bin, "github.com/simrelay/simrelay/cmd/simrelay")...).CombinedOutput(); err != nil {
 			t.Fatalf("go build: %v\n%s", err, out)
 		}
 	}

@@ -66,7 +66,7 @@ func binaries(t *testing.T) (agentPath, serverPath string) {
 		// One go build of both: it loads the packages once and links the
 		// two binaries side by side, each named for its directory.
 		agentBin, serverBi = filepath.Join(buildDir, "simrelay-agent"), filepath.Join(buildDir, "simrelay")
-		if out, err := exec.Command("go", append(append([]string{"build"}, testbin.BuildFlags...), "-o", buildDir+string(filepath.Separator), ".", "../simrelay")...).CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", append(append([]string{"build"}, testbin.BuildFlags()...), "-o", buildDir+string(filepath.Separator), ".", "../simrelay")...).CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build the agent and the server: %v\n%s", err, out)
 		}
 	})

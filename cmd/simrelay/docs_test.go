@@ -64,24 +64,16 @@ func TestEveryFlagIsDocumented(t *testing.T) {
 }
 
 // TestOperationsNamesThePostgreSQLSuites: the command docs/operations.md
-// gives for the second pass of make test runs every package of the
-// Makefile's PG_SUITES (./cmd/... covering those under cmd/).
+// gives for the second pass of make test runs every package that make
+// test's second pass runs (./cmd/... covering those under cmd/).
 func TestOperationsNamesThePostgreSQLSuites(t *testing.T) {
 	t.Parallel()
-	mk, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
+	suites := pgSuites(t)
 	ops, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var suites, documented []string
-	for line := range strings.Lines(string(mk)) {
-		if v, ok := strings.CutPrefix(line, "PG_SUITES ?= "); ok {
-			suites = strings.Fields(v)
-		}
-	}
+	var documented []string
 	for line := range strings.Lines(string(ops)) {
 		if v, ok := strings.CutPrefix(line, "SIMRELAY_TEST_STORE=postgres go test ./"); ok {
 			documented = strings.Fields("./" + v)
@@ -96,7 +88,7 @@ func TestOperationsNamesThePostgreSQLSuites(t *testing.T) {
 			continue
 		}
 		if !slices.Contains(documented, pkg) {
-			t.Errorf("docs/operations.md's PostgreSQL pass leaves out %s, which PG_SUITES runs", pkg)
+			t.Errorf("docs/operations.md's PostgreSQL pass leaves out %s, which make test's runs", pkg)
 		}
 	}
 }

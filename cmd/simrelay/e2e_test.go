@@ -144,7 +144,7 @@ func (b *testBuild) make(t *testing.T, prebuilt func() (string, bool, error), fl
 			return
 		}
 		bin := filepath.Join(b.dir, "simrelay")
-		args := append(append(append([]string{"build"}, testbin.BuildFlags...), flags...), "-o", bin, ".")
+		args := append(append(append([]string{"build"}, testbin.BuildFlags()...), flags...), "-o", bin, ".")
 		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 			return

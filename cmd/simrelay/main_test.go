@@ -189,12 +189,9 @@ func TestBadValuesNameTheFlag(t *testing.T) {
 // TestMakeRunTakesFlags: make run passes ARGS to the server, and the README says so.
 func TestMakeRunTakesFlags(t *testing.T) {
 	t.Parallel()
-	mk, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(mk), "serve $(ARGS)") {
-		t.Error("Makefile: make run does not pass $(ARGS) to simrelay serve")
+	const args = "--listen 127.0.0.1:9090 --data-dir ./other"
+	if lines := makeDry(t, "run", "ARGS="+args); !slices.Contains(lines, "./bin/simrelay serve "+args) {
+		t.Errorf("make run ARGS=%q runs\n%s\nwant ./bin/simrelay serve %s", args, strings.Join(lines, "\n"), args)
 	}
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
@@ -210,31 +207,31 @@ func TestMakeRunTakesFlags(t *testing.T) {
 // not go test's default 10 minutes.
 func TestMakeTestBoundsEachPackage(t *testing.T) {
 	t.Parallel()
-	mk, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var recipe, again, timeout string
-	lines := strings.Split(string(mk), "\n")
-	for i, line := range lines {
-		if v, ok := strings.CutPrefix(line, "TEST_TIMEOUT ?= "); ok {
-			timeout = strings.TrimSpace(v)
+	first, second := makeTestPasses(t)
+	timeout := func(pass string) time.Duration {
+		args := goArgs(pass, "test")
+		i := slices.Index(args, "-timeout")
+		if i < 0 || i+1 == len(args) {
+			t.Fatalf("make test runs %q, without -timeout", pass)
 		}
-		if strings.HasPrefix(line, "test:") && i+2 < len(lines) {
-			recipe, again = lines[i+1], lines[i+2]
+		d, err := time.ParseDuration(args[i+1])
+		if err != nil {
+			t.Fatalf("make test runs %q: %v", pass, err)
 		}
+		return d
 	}
-	// Every package, the longest first (SLOW_FIRST).
-	if !strings.Contains(recipe, "test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...") {
-		t.Fatalf("make test runs %q, want go test -race -count=1 -timeout $(TEST_TIMEOUT) $(SLOW_FIRST) ./...", strings.TrimSpace(recipe))
+	// Every package under -race, the longest first (SLOW_FIRST), then the
+	// rest (./...).
+	if args := goArgs(first, "test"); !slices.Contains(args, "-race") || args[len(args)-1] != "./..." || !slices.Contains(args, "./httpapi") {
+		t.Fatalf("make test runs %q first, want go test -race over SLOW_FIRST's packages then ./...", first)
 	}
 	// Again on PostgreSQL, bounded as the first pass; without -race (the
 	// Makefile says why).
-	if !strings.Contains(again, "SIMRELAY_TEST_STORE=postgres $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ") || !strings.HasSuffix(strings.TrimSpace(again), " $(PG_SUITES)") {
-		t.Fatalf("make test then runs %q, want the server's suites again on PostgreSQL, bounded as the first pass", strings.TrimSpace(again))
+	if !strings.Contains(second, "SIMRELAY_TEST_STORE=postgres ") || slices.Contains(goArgs(second, "test"), "-race") {
+		t.Fatalf("make test then runs %q, want the server's suites again on PostgreSQL, without -race", second)
 	}
-	if d, err := time.ParseDuration(timeout); err != nil || d <= 10*time.Minute {
-		t.Fatalf("TEST_TIMEOUT is %q, want a duration above go test's default 10m", timeout)
+	if d, again := timeout(first), timeout(second); d <= 10*time.Minute || again != d {
+		t.Fatalf("make test's passes run with -timeout %v and %v, want one duration above go test's default 10m", d, again)
 	}
 }
 
@@ -244,30 +241,15 @@ func TestMakeTestBoundsEachPackage(t *testing.T) {
 // cache instead of compiling them all again.
 func TestMakeTestBuildsWithoutTheCheckoutsPath(t *testing.T) {
 	t.Parallel()
-	mk, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var flags string
-	var builds []string
-	for _, line := range strings.Split(string(mk), "\n") {
-		if v, ok := strings.CutPrefix(line, "TEST_GOFLAGS ?= "); ok {
-			flags = strings.TrimSpace(v)
-		}
-		if strings.Contains(line, "test -race -count=1 -timeout $(TEST_TIMEOUT)") || strings.Contains(line, "$(GO) test -count=1 -timeout $(TEST_TIMEOUT)") ||
-			strings.Contains(line, "$(GO) build -tags $(TEST_TAGS)") {
-			builds = append(builds, strings.TrimSpace(line))
-		}
-	}
-	if !slices.Contains(strings.Fields(flags), "-trimpath") {
-		t.Errorf("TEST_GOFLAGS is %q, want -trimpath", flags)
-	}
+	builds := goRuns(makeDry(t, "test"), "test", "build")
 	if len(builds) != 3 {
-		t.Fatalf("found %d go test and test-binaries lines in the Makefile, want 3 (the two passes, test-binaries):\n%s", len(builds), strings.Join(builds, "\n"))
+		t.Fatalf("make test runs go %d times, want 3 (test-binaries, the two passes):\n%s", len(builds), strings.Join(builds, "\n"))
 	}
 	for _, b := range builds {
-		if !strings.HasPrefix(b, "GOFLAGS='$(TEST_GOFLAGS) $(GOFLAGS)' ") {
-			t.Errorf("%s\nruns without GOFLAGS='$(TEST_GOFLAGS) $(GOFLAGS)'", b)
+		v, ok := strings.CutPrefix(b, "GOFLAGS='")
+		flags, _, closed := strings.Cut(v, "'")
+		if !ok || !closed || !slices.Contains(strings.Fields(flags), "-trimpath") {
+			t.Errorf("%s\nruns without -trimpath in GOFLAGS", b)
 		}
 	}
 }
@@ -277,19 +259,7 @@ func TestMakeTestBuildsWithoutTheCheckoutsPath(t *testing.T) {
 // make test runs it on PostgreSQL too.
 func TestMakeTestRunsEveryStoreSuiteOnPostgreSQL(t *testing.T) {
 	t.Parallel()
-	mk, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var suites []string
-	for _, line := range strings.Split(string(mk), "\n") {
-		if v, ok := strings.CutPrefix(line, "PG_SUITES ?= "); ok {
-			suites = strings.Fields(v)
-		}
-	}
-	if len(suites) == 0 {
-		t.Fatal("the Makefile sets no PG_SUITES")
-	}
+	suites := pgSuites(t)
 	covered := func(pkg string) bool {
 		for _, s := range suites {
 			if s == pkg || (strings.HasSuffix(s, "/...") && strings.HasPrefix(pkg+"/", strings.TrimSuffix(s, "..."))) {
@@ -299,7 +269,7 @@ func TestMakeTestRunsEveryStoreSuiteOnPostgreSQL(t *testing.T) {
 		return false
 	}
 	root := filepath.Join("..", "..")
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -39,31 +38,18 @@ func TestTestBinaryHashesAtTheTestsCost(t *testing.T) {
 		t.Fatalf("the test build's server does not warn that it is one:\n%s", srv.stderr.String())
 	}
 
-	mk, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tags string
-	recipes := map[string]string{}
-	var target string
-	for _, line := range strings.Split(string(mk), "\n") {
-		if v, ok := strings.CutPrefix(line, "TEST_TAGS ?= "); ok {
-			tags = strings.TrimSpace(v)
-		}
-		if name, _, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "\t") && !strings.ContainsAny(name, " =$#") {
-			target = name
-			continue
-		}
-		if strings.HasPrefix(line, "\t") {
-			recipes[target] += line + "\n"
-		}
-	}
-	if tags != testbin.Tag || !strings.Contains(recipes["test-binaries"], "build -tags $(TEST_TAGS) ") {
-		t.Errorf("make test-binaries builds with TEST_TAGS %q and\n%s\nwant -tags %s", tags, recipes["test-binaries"], testbin.Tag)
+	if b := goRuns(makeDry(t, "test-binaries"), "build"); len(b) != 1 || !strings.Contains(b[0], " -tags "+testbin.Tag+" ") {
+		t.Errorf("make test-binaries runs\n%s\nwant one go build -tags %s", strings.Join(b, "\n"), testbin.Tag)
 	}
 	for _, prod := range []string{"build", "agents"} {
-		if r := recipes[prod]; !strings.Contains(r, "build ") || strings.Contains(r, "-tags") || strings.Contains(r, "TEST_TAGS") || strings.Contains(r, testbin.Tag) {
-			t.Errorf("make %s builds with a tag, or builds nothing:\n%s", prod, r)
+		b := goRuns(makeDry(t, prod), "build")
+		if len(b) == 0 {
+			t.Errorf("make %s builds nothing", prod)
+		}
+		for _, l := range b {
+			if strings.Contains(l, "-tags") || strings.Contains(l, testbin.Tag) {
+				t.Errorf("make %s builds with a tag:\n%s", prod, l)
+			}
 		}
 	}
 }

@@ -27,8 +27,9 @@ const Env = "SIMRELAY_TEST_BIN"
 const Tag = "simrelay_testcost"
 
 // BuildFlags are the go build flags of a test's own build of a binary
-// (Tag), before its other flags.
-var BuildFlags = []string{"-tags", Tag}
+// (Tag), before its other flags: a new slice each call, which the caller
+// may append to or change without changing another test's build.
+func BuildFlags() []string { return []string{"-tags", Tag} }
 
 // Prebuilt answers the path of the binary name ("simrelay",
 // "simrelay-agent") in Env's directory, and whether Env is set: when it is

@@ -37,3 +37,18 @@ func TestPrebuilt(t *testing.T) {
 		}
 	}
 }
+
+// BuildFlags names Tag, and a test that changes the flags it got (appends
+// in place, or sets one) changes no other test's build.
+func TestBuildFlagsAreEachCallersOwn(t *testing.T) {
+	t.Parallel()
+	mine := BuildFlags()
+	if len(mine) != 2 || mine[0] != "-tags" || mine[1] != Tag {
+		t.Fatalf("BuildFlags: %q, want -tags %s", mine, Tag)
+	}
+	mine[1] = "other"
+	_ = append(mine[:1], "-race")
+	if again := BuildFlags(); len(again) != 2 || again[0] != "-tags" || again[1] != Tag {
+		t.Fatalf("BuildFlags after a caller changed its own: %q, want -tags %s", again, Tag)
+	}
+}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -42,30 +43,11 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 		if len(pools) == 0 || in.Limit <= 0 {
 			return nil
 		}
-		// The first jobs in queue order, locked in id order, as a
-		// deletion of the device or a batch of reports locks them: the
-		// places of a device's jobs need not rise with their ids (a
-		// released or moved job takes its place late). The conditions are
-		// checked again on a row another transaction changed meanwhile.
-		//
-		// The ids are read first, in one pass of the device's queue, as an
-		// array: as the subquery of "id IN (...)" the planner, which took
-		// both for one row, ran it again for every job of the device, and
-		// the read grew with the square of the queue (5,000 queued jobs,
-		// 2.5 million rows compared, 1.6 s of a sweep's 2.2).
-		const job = `company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4
-			AND priority = 0 AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)`
-		jobs, err := getRecs[store.Message](t, `SELECT rec FROM messages WHERE id = ANY(ARRAY(
-				SELECT id FROM messages WHERE `+job+` ORDER BY queue_place LIMIT $7)) AND `+job+`
-			ORDER BY id FOR UPDATE`,
-			id(in.CompanyID), id(in.DeviceID), store.MsgQueued, id(in.After), pools, in.Slot, in.Limit)
+		jobs, last, err := failoverJobs(t, in, pools)
 		if err != nil {
 			return err
 		}
-		slices.SortFunc(jobs, func(a, b store.Message) int { return cmp.Compare(a.QueueSeq, b.QueueSeq) })
-		if len(jobs) == in.Limit {
-			next = jobs[len(jobs)-1].QueueSeq
-		}
+		next = last
 		tally := newSIMTally(t, now)
 		// Whether each target SIM with a recipients cap sent to the jobs'
 		// recipients today: one statement for the batch (readKnown), as
@@ -115,6 +97,67 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 		return nil, 0, err
 	}
 	return moved, next, nil
+}
+
+// failoverJobs reads and locks the jobs in names (of the pools pools), in
+// queue order, with the place of the last job it looked at when it looked
+// at in.Limit of them, 0 when fewer (store.FailoverInput's next).
+//
+// The jobs are the first in queue order, locked in id order, as a
+// deletion of the device or a batch of reports locks them: the places of
+// a device's jobs need not rise with their ids (a released or moved job
+// takes its place late). The conditions are checked again on a row
+// another transaction changed meanwhile: a job it took between the read
+// and the lock (acknowledged, canceled, moved) is passed over, and still
+// counts as looked at. So the place returned is the last the read found,
+// not the last of the jobs that came back: a batch shortened so is no
+// sign that the device has no more, and ended its sweep there when it
+// was taken for one.
+//
+// The ids are read first, in one pass of the device's queue, as an array
+// (with their count and last place), in the same statement: as the
+// subquery of "id IN (...)" the planner, which took both for one row, ran
+// it again for every job of the device, and the read grew with the square
+// of the queue (5,000 queued jobs, 2.5 million rows compared, 1.6 s of a
+// sweep's 2.2). The read's one row comes back with no job when none is
+// left by the lock, or none was found.
+func failoverJobs(t *txn, in store.FailoverInput, pools []int64) ([]store.Message, uint64, error) {
+	const job = `company_id = $1 AND device_id = $2 AND status = $3 AND queue_place IS NOT NULL AND queue_place > $4
+		AND priority = 0 AND (rec->>'pool_id')::bigint = ANY($5) AND ($6 = '' OR rec->>'sim_slot' = $6)`
+	rows, err := t.query(`SELECT look.n, look.last, m.rec FROM (SELECT count(*) AS n, max(queue_place) AS last, array_agg(id) AS ids
+			FROM (SELECT id, queue_place FROM messages WHERE `+job+` ORDER BY queue_place LIMIT $7) p) look
+		LEFT JOIN LATERAL (SELECT rec FROM messages WHERE id = ANY(look.ids) AND `+job+` ORDER BY id FOR UPDATE) m ON true`,
+		id(in.CompanyID), id(in.DeviceID), store.MsgQueued, id(in.After), pools, in.Slot, in.Limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var jobs []store.Message
+	var looked int64
+	var last *int64
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&looked, &last, &raw); err != nil {
+			return nil, 0, err
+		}
+		if raw == nil {
+			continue
+		}
+		var m store.Message
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, 0, err
+		}
+		jobs = append(jobs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	slices.SortFunc(jobs, func(a, b store.Message) int { return cmp.Compare(a.QueueSeq, b.QueueSeq) })
+	var next uint64
+	if looked == int64(in.Limit) && last != nil {
+		next = uint64(*last)
+	}
+	return jobs, next, nil
 }
 
 // failoverPickers opens a picker for each pool of the jobs that still
