@@ -432,7 +432,11 @@ func TestConnectedDoesNotWaitOutASilentReconnection(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("Connected waited past 5 s for a silent server's handshake (its timeout is %s)", cluster.DefaultConnectTimeout)
 	}
+	// The server answers again, and the silent connection ends: the client
+	// reconnects then, not once its handshake timed out (10 s here; the
+	// signals' test above waits a handshake's timeout out).
 	relay.muted.Store(false)
+	relay.cut()
 	poll.Within(t, 30*time.Second, "connected again once the server answers", b.Connected)
 }
 

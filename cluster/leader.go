@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,9 @@ type LeaderConfig struct {
 type Leader struct {
 	cfg LeaderConfig
 	log *slog.Logger
+	// refused counts the tries the database answered with the lock held
+	// by another session: a test's sign that this node tried and waits.
+	refused atomic.Uint64
 }
 
 // NewLeader checks cfg and returns a Leader; Run starts it.
@@ -85,6 +89,9 @@ func (l *Leader) Run(ctx context.Context, work func(ctx context.Context)) {
 	for {
 		var got bool
 		conn, got = l.acquire(ctx, conn)
+		if conn != nil && !got {
+			l.refused.Add(1)
+		}
 		if got {
 			l.lead(ctx, conn, t.C, work) // closes conn, releasing the lock
 			conn = nil

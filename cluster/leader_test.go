@@ -64,7 +64,7 @@ func TestLeaderMovesOnDeath(t *testing.T) {
 	url := pgtest.URL(t)
 	const key = 42
 	r := &leaders{running: map[string]bool{}, started: map[string]int{}}
-	start := func(name string) (stop func()) {
+	start := func(name string) (l *Leader, stop func()) {
 		l, err := NewLeader(LeaderConfig{URL: url, Key: key, Poll: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -74,13 +74,14 @@ func TestLeaderMovesOnDeath(t *testing.T) {
 		go func() { defer close(done); l.Run(ctx, r.work(name)) }()
 		stop = func() { cancel(); <-done }
 		t.Cleanup(stop)
-		return stop
+		return l, stop
 	}
-	stopA := start("a")
+	_, stopA := start("a")
 	r.wait(t, "a leads", func() bool { return r.running["a"] })
-	stopB := start("b")
-	// b tries several times while a holds the lock, and never runs.
-	time.Sleep(500 * time.Millisecond) // five of b's tries; the check below is what counts
+	b, stopB := start("b")
+	// b tries several times while a holds the lock, and never runs: three
+	// tries the database answered with the lock held (a leads throughout).
+	r.wait(t, "b tried three times while a led", func() bool { return b.refused.Load() >= 3 || r.started["b"] != 0 })
 	r.mu.Lock()
 	if r.started["b"] != 0 {
 		r.mu.Unlock()

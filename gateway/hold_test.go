@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,7 @@ func TestHoldDeviceHoldsTheLinkANewerOneDisplaced(t *testing.T) {
 	t.Cleanup(release)
 	token := r.pair("pixel-1")
 	older := r.connect(token)
+	olderLink := r.hub.lookup("pixel-1")
 	r.queue("pixel-1", "first", "second")
 	first, ok := readFrame(t, older).(*proto.Send)
 	if !ok || first.Message != "first" {
@@ -73,13 +75,24 @@ func TestHoldDeviceHoldsTheLinkANewerOneDisplaced(t *testing.T) {
 			m, err := r.store.MessageByUUID(r.company, first.ID)
 			return err == nil && m.Status == store.MsgSending
 		})
-		// The refill follows the ack's commit at once; a job it writes
-		// reaches the phone within this wait.
-		select {
-		case g := <-frames:
-			frames <- g // looked at below
-		case <-time.After(time.Second):
-		}
+		// The refill that follows the ack's commit reads the next job and
+		// asks the hub to note its dispatch: the hold refuses it (the link
+		// is not the one held) and keeps the link to pump again as it
+		// ends. A refused pump writes nothing, so once the refusal is seen
+		// no job goes out during the hold.
+		poll.Until(t, "the displaced link's refill refused while the device is held", func() bool {
+			select {
+			case g := <-frames:
+				if s, ok := g.frame.(*proto.Send); ok {
+					t.Fatalf("the displaced link was written job %q while the device was held", s.Message)
+				}
+			default:
+			}
+			r.hub.mu.Lock()
+			defer r.hub.mu.Unlock()
+			hold := r.hub.holds[id]
+			return hold != nil && slices.Contains(hold.refused, olderLink)
+		})
 		return nil
 	})
 	if err != nil {

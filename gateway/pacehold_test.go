@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/holdtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/storetest"
 )
@@ -37,30 +38,7 @@ func TestPaceAndRefreshDoNotWaitForAHeldDevice(t *testing.T) {
 			if _, err := r.devices.Update(context.Background(), r.company, "pixel-1", device.Patch{SMSPerMinute: &seven}); err != nil {
 				t.Fatal(err)
 			}
-			holding, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-			go func() {
-				held <- r.hub.HoldDevice("pixel-1", id, func(uint64, bool) error {
-					close(holding)
-					<-release
-					return nil
-				})
-			}()
-			released := false
-			let := func() {
-				if !released {
-					released = true
-					close(release)
-					if err := <-held; err != nil {
-						t.Error(err)
-					}
-				}
-			}
-			t.Cleanup(let)
-			select {
-			case <-holding:
-			case <-time.After(poll.Timeout):
-				t.Fatal("the hold did not begin")
-			}
+			let := holdtest.Hold(t, r.hub, "pixel-1", id)
 			changed := make(chan struct{})
 			go func() { defer close(changed); tc.change(r, id) }()
 			select {

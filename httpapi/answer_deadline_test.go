@@ -39,18 +39,16 @@ func TestAnswerToAClientThatStopsReadingEnds(t *testing.T) {
 	// The client reads nothing: the server's write is cut at its deadline,
 	// and the request ends. So too through a writer wrapped around
 	// net/http's (a middleware in front of the API's handler), which the
-	// deadline reaches by unwrapping it.
-	stallAnswer(t, e.url, a.apiKey)
-	poll.Within(t, 30*time.Second, "the stalled answer's request ends", func() bool {
-		m := e.do(call{method: "GET", path: "/metrics"})
-		return strings.Contains(string(m.Raw), `simrelay_http_requests_total{method="POST",route="/mcp",status="200"} 1`)
-	})
+	// deadline reaches by unwrapping it. The two stall at once, so that
+	// the test waits out one deadline, not two in turn: each request is
+	// counted once it ends, so two counted are both ended.
 	wrapped := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.handler.ServeHTTP(unwrappable{w}, r)
 	}))
-	t.Cleanup(wrapped.Close) // after the stalled connection closes (cleanups run last first)
+	t.Cleanup(wrapped.Close) // after the stalled connections close (cleanups run last first)
+	stallAnswer(t, e.url, a.apiKey)
 	stallAnswer(t, wrapped.URL, a.apiKey)
-	poll.Within(t, 30*time.Second, "the stalled answer's request through a wrapped writer ends", func() bool {
+	poll.Within(t, 30*time.Second, "the stalled answers' requests end, direct and through a wrapped writer", func() bool {
 		m := e.do(call{method: "GET", path: "/metrics"})
 		return strings.Contains(string(m.Raw), `simrelay_http_requests_total{method="POST",route="/mcp",status="200"} 2`)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/simrelay/simrelay/problem"
@@ -86,6 +87,8 @@ type companySlots struct {
 
 	mu        sync.Mutex
 	companies map[uint64]*companyTaken
+	// waiting is how many requests wait for a place now, of every company.
+	waiting atomic.Int64
 }
 
 // companyTaken is one company's requests under way (n); freed is closed,
@@ -129,6 +132,8 @@ func (b *companySlots) take(ctx context.Context, companyID uint64) (release func
 			timer := time.NewTimer(b.wait)
 			defer timer.Stop()
 			timeout = timer.C
+			b.waiting.Add(1)
+			defer b.waiting.Add(-1)
 		}
 		select {
 		case <-freed:

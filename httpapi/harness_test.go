@@ -47,10 +47,12 @@ type env struct {
 	// handler is the API's handler that url serves, for benchmarks that
 	// drive it in-process, without a connection.
 	handler http.Handler
-	store   store.Backend
-	inbox   *mailtest.Inbox
-	clock   *testclock.Clock
-	hub     *gateway.Hub
+	// api is the server that handler is of.
+	api   *httpapi.Server
+	store store.Backend
+	inbox *mailtest.Inbox
+	clock *testclock.Clock
+	hub   *gateway.Hub
 	// phones is the hub as the API holds it, counting its questions.
 	phones *askedPhones
 	sms    *sms.Service
@@ -254,7 +256,7 @@ func newEnvOn(t testing.TB, st store.Backend, wcfg webhook.Config, bcfg billing.
 	srv.Config.Handler = api.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, handler: srv.Config.Handler, store: st, inbox: inbox, clock: clk, hub: hub, phones: phones, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks, uploads: uploads}
+	return &env{t: t, url: srv.URL, handler: srv.Config.Handler, api: api, store: st, inbox: inbox, clock: clk, hub: hub, phones: phones, sms: messages, agents: agents, webhooks: hooks, stopWebhooks: stopWebhooks, uploads: uploads}
 }
 
 // resp is an answer with its decoded JSON body.

@@ -8,41 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/holdtest"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
-// holdDevice has a failover's hold of the linked device begin (the hub
-// holds it: its link's pump waits until the hold ends), held open by the
-// test until it calls the returned let (or ends).
+// holdDevice has a failover's hold of the linked device begin, held open
+// by the test until it calls the returned let (or ends).
 func holdDevice(t *testing.T, e *env, fingerprint string) (let func()) {
 	t.Helper()
-	id := linkedID(e.hub, fingerprint)
-	holding, release, held := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() {
-		held <- e.hub.HoldDevice(fingerprint, id, func(uint64, bool) error {
-			close(holding)
-			<-release
-			return nil
-		})
-	}()
-	released := false
-	let = func() {
-		if !released {
-			released = true
-			close(release)
-			if err := <-held; err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	t.Cleanup(let)
-	select {
-	case <-holding:
-	case <-time.After(poll.Timeout):
-		t.Fatal("the hold did not begin")
-	}
-	return let
+	return holdtest.Hold(t, e.hub, fingerprint, linkedID(e.hub, fingerprint))
 }
 
 // heldAnswer is a request's answer, made on a goroutine of its own

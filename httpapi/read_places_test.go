@@ -131,26 +131,20 @@ func TestListReadWaitsForAPlace(t *testing.T) {
 	storeLongLess(t, e, a, "acme-phone", "+15550000001", 100)
 
 	held := holdReads(t, e, a.apiKey, heldPage, httpapi.ReadsPerCompany)
-	// Each held read has its place once the next read waits: poll until
-	// one is seen waiting, each try ended by its own deadline.
 	answered := make(chan resp, 1)
-	try := func() bool {
-		done := make(chan resp, 1)
-		go func() {
-			done <- e.do(call{method: "GET", path: "/chat/conversations?device_fingerprint=acme-phone", token: a.apiKey})
-		}()
+	go func() {
+		answered <- e.do(call{method: "GET", path: "/chat/conversations?device_fingerprint=acme-phone", token: a.apiKey})
+	}()
+	// The held reads keep every place until their connections close: the
+	// next read, seen waiting for one, was neither refused nor answered.
+	poll.Until(t, "a list read waits while the company's places are held", func() bool {
 		select {
-		case r := <-done:
-			if r.Status != http.StatusOK {
-				t.Errorf("a list read: %d %s", r.Status, r.Raw)
-			}
-			return false
-		case <-time.After(500 * time.Millisecond):
-			go func() { answered <- <-done }()
-			return true
+		case r := <-answered:
+			t.Fatalf("a list read was answered while its company's places were held: %d %s", r.Status, r.Raw)
+		default:
 		}
-	}
-	poll.Within(t, 30*time.Second, "a list read waits while the company's places are held", try)
+		return e.api.ListReadsWaiting() == 1
+	})
 	held[0].Close()
 	select {
 	case r := <-answered:

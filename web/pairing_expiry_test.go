@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/simrelay/simrelay/device"
@@ -105,23 +106,59 @@ func TestBrowserPairingPanelStopsWhenTheCodeExpires(t *testing.T) {
 	})
 	e.company("Acme", "ada@acme.test", "Correct1horse")
 	ctx := chrome(t)
+	if _, err := chromedp.Call(ctx, cdppage.AddScriptToEvaluateOnNewDocument, cdppage.AddScriptToEvaluateOnNewDocumentParams{Source: pageWork}); err != nil {
+		t.Fatal(err)
+	}
 	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
 	do(t, ctx, "ask for a pairing code", chromedp.Navigate(e.url+"/console/devices"), chromedp.Click(chromedp.CSS(`main button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#pairing-code`)))
 	first := eval[string](t, ctx, `document.getElementById("pairing-code").textContent.trim()`)
 	poll.Until(t, "the panel polls", func() bool { return polls.Load() > 0 })
+	// While its code works the panel always has its next poll to run: a
+	// timer, or a request under way (seen here, so that the look below,
+	// which finds none, looks at what the page really has).
+	waitFor(t, ctx, "the panel's next poll in the page's work", `pageWork() > 0`)
 	e.clock.Advance(device.DefaultPairingTTL)
 	waitText(t, ctx, "#banner", "This pairing code expired")
 	waitFor(t, ctx, "the panel offering a new code", `document.getElementById("pairing").dataset.expired === "true" && !document.querySelector("svg.qr") && !!document.querySelector('#pairing form[action="/console/pairing"] button')`)
-	// It polls every period while the code works: four periods without one
-	// show it stopped.
+	// It stopped: the answer that said "expired" left the page nothing to
+	// run, no timer and no request, so no poll can follow, however long
+	// the tab stays open (seen at once, not by waiting out periods).
 	n := polls.Load()
-	time.Sleep(4 * every)
+	if left := eval[int](t, ctx, `pageWork()`); left != 0 {
+		t.Errorf("the panel's page still has %d timers or requests after its code expired", left)
+	}
 	if got := polls.Load(); got != n {
 		t.Errorf("the panel polled %d more times after its code expired", got-n)
 	}
 	do(t, ctx, "ask again", chromedp.Click(chromedp.CSS(`#pairing form button`)))
 	waitFor(t, ctx, "a new code", `!!document.getElementById("pairing-code") && document.getElementById("pairing-code").textContent.trim() !== `+jsString(first)+` && !!document.querySelector("svg.qr")`)
 }
+
+// pageWork, run in each page before its own scripts, counts what the page
+// has left to run by itself: its timers (setTimeout, setInterval) not yet
+// fired or cleared and its requests (fetch) not yet answered; pageWork()
+// in the page tells how many.
+const pageWork = `(function () {
+  var timers = new Set(), fetches = 0;
+  var setT = window.setTimeout, clearT = window.clearTimeout, setI = window.setInterval, clearI = window.clearInterval, f = window.fetch;
+  window.setTimeout = function (fn, ms) {
+    var args = Array.prototype.slice.call(arguments, 2);
+    var id = setT.call(window, function () {
+      timers.delete(id);
+      if (typeof fn === "function") { fn.apply(window, args); }
+    }, ms);
+    timers.add(id);
+    return id;
+  };
+  window.clearTimeout = function (id) { timers.delete(id); clearT.call(window, id); };
+  window.setInterval = function () { var id = setI.apply(window, arguments); timers.add(id); return id; };
+  window.clearInterval = function (id) { timers.delete(id); clearI.call(window, id); };
+  window.fetch = function () {
+    fetches++;
+    return f.apply(window, arguments).finally(function () { fetches--; });
+  };
+  window.pageWork = function () { return timers.size + fetches; };
+})();`
 
 func jsString(s string) string { b, _ := json.Marshal(s); return string(b) }
