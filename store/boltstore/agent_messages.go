@@ -43,8 +43,11 @@ func handedKey(companyID, deviceID, messageID uint64) []byte {
 // (store.MayReport): the number's holder is read only for an agent job
 // with no hand-out recorded.
 func mayReport(tx *bolt.Tx, m Message, deviceID uint64) bool {
+	// The look-up takes the two ids it needs, not m: a closure holding m
+	// would put a copy of the message on the heap for every report.
+	companyID, numberID := m.CompanyID, m.NumberID
 	return MayReport(m, deviceID, func() uint64 {
-		n, err := numberByRef(tx, m.CompanyID, m.NumberID)
+		n, err := numberByRef(tx, companyID, numberID)
 		if err != nil {
 			return 0
 		}

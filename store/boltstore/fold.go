@@ -35,7 +35,7 @@ func (f *fold) message(tx *bolt.Tx, uuid string) (Message, error) {
 		return m, nil
 	}
 	var m Message
-	return m, getJSON(tx.Bucket(bucketMessages), id, &m)
+	return m, getMessage(tx.Bucket(bucketMessages), id, &m)
 }
 
 // messageByID reads a message by id as the run left it.
@@ -44,7 +44,7 @@ func (f *fold) messageByID(tx *bolt.Tx, id uint64) (Message, error) {
 		return m, nil
 	}
 	var m Message
-	return m, getJSON(tx.Bucket(bucketMessages), itob(id), &m)
+	return m, getMessage(tx.Bucket(bucketMessages), itob(id), &m)
 }
 
 // put keeps m as its record's content at the end of the run.
@@ -79,7 +79,8 @@ func (f *fold) flush(tx *bolt.Tx) error {
 	if len(f.order) > 0 {
 		msgs := tx.Bucket(bucketMessages)
 		for _, id := range f.order {
-			if err := putJSON(msgs, itob(id), f.msgs[id]); err != nil {
+			m := f.msgs[id]
+			if err := putMessage(msgs, itob(id), &m); err != nil {
 				return err
 			}
 		}

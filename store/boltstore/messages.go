@@ -122,7 +122,7 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 
 // insertMessage writes a new message with its uuid and conversation entries.
 func insertMessage(tx *bolt.Tx, m *Message) error {
-	if err := putJSON(tx.Bucket(bucketMessages), itob(m.ID), m); err != nil {
+	if err := putMessage(tx.Bucket(bucketMessages), itob(m.ID), m); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketMessageUUIDs).Put([]byte(m.UUID), itob(m.ID)); err != nil {
@@ -138,7 +138,7 @@ func insertMessage(tx *bolt.Tx, m *Message) error {
 	order := tx.Bucket(bucketConvOrder)
 	ck := convKey(m.CompanyID, m.DeviceID, m.Phone)
 	var c Conversation
-	if err := getJSON(convs, ck, &c); err == nil {
+	if err := getConversation(convs, ck, &c); err == nil {
 		if err := order.Delete(msgDevKey(*m, itob(c.LastID))); err != nil {
 			return err
 		}
@@ -149,7 +149,7 @@ func insertMessage(tx *bolt.Tx, m *Message) error {
 	if err := order.Put(msgDevKey(*m, itob(m.ID)), []byte(m.Phone)); err != nil {
 		return err
 	}
-	return putJSON(convs, ck, c)
+	return putConversation(convs, ck, &c)
 }
 
 func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
@@ -158,7 +158,7 @@ func loadByUUID(tx *bolt.Tx, uuid string) (Message, error) {
 	if id == nil {
 		return m, ErrNotFound
 	}
-	return m, getJSON(tx.Bucket(bucketMessages), id, &m)
+	return m, getMessage(tx.Bucket(bucketMessages), id, &m)
 }
 
 // leaveQueue drops a message from the queue and expiry indexes, or, when
@@ -378,7 +378,7 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 			if len(v) == 8 { // a queue entry placed after its id (queueEntry), or a priority one
 				id = v
 			}
-			if err := getJSON(msgs, id, &m); err != nil {
+			if err := getMessage(msgs, id, &m); err != nil {
 				return err
 			}
 			if m.CompanyID != companyID || m.DeviceID != deviceID {
@@ -444,7 +444,7 @@ func (s *Store) failOptedOut(tx *bolt.Tx, ids []uint64, now time.Time, failed fu
 	msgs := tx.Bucket(bucketMessages)
 	for _, id := range ids {
 		var m Message
-		if err := getJSON(msgs, itob(id), &m); err != nil {
+		if err := getMessage(msgs, itob(id), &m); err != nil {
 			return err
 		}
 		if m.Status != MsgQueued || s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1) == nil {
@@ -464,7 +464,7 @@ func (s *Store) failOptedOut(tx *bolt.Tx, ids []uint64, now time.Time, failed fu
 		if err := s.statusEvent(tx, m, now); err != nil {
 			return err
 		}
-		if err := putJSON(msgs, itob(m.ID), m); err != nil {
+		if err := putMessage(msgs, itob(m.ID), &m); err != nil {
 			return err
 		}
 		done = append(done, m)
@@ -486,7 +486,7 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]Message, error) {
 		end := timeKey(now)
 		for k, _ := c.First(); k != nil && bytes.Compare(k[:8], end) < 0 && len(expired) < limit; k, _ = c.Next() {
 			var m Message
-			if err := getJSON(msgs, k[8:], &m); err != nil {
+			if err := getMessage(msgs, k[8:], &m); err != nil {
 				return err
 			}
 			expired = append(expired, m)
@@ -504,7 +504,7 @@ func (s *Store) ExpireQueued(now time.Time, limit int) ([]Message, error) {
 			if err := s.statusEvent(tx, *m, now); err != nil {
 				return err
 			}
-			if err := putJSON(msgs, itob(m.ID), m); err != nil {
+			if err := putMessage(msgs, itob(m.ID), m); err != nil {
 				return err
 			}
 		}
@@ -533,7 +533,7 @@ func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now 
 		}
 		for _, id := range ids {
 			var m Message
-			if err := getJSON(msgs, id, &m); err != nil {
+			if err := getMessage(msgs, id, &m); err != nil {
 				return err
 			}
 			if err := leaveQueue(tx, m); err != nil {
@@ -551,7 +551,7 @@ func (s *Store) failDeviceMessages(tx *bolt.Tx, companyID, deviceID uint64, now 
 			if err := s.statusEvent(tx, m, now); err != nil {
 				return err
 			}
-			if err := putJSON(msgs, id, m); err != nil {
+			if err := putMessage(msgs, id, &m); err != nil {
 				return err
 			}
 		}

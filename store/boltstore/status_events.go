@@ -36,14 +36,18 @@ func (s *Store) statusEvent(tx *bolt.Tx, m Message, now time.Time) error {
 	if h == nil || h.Build == nil || m.Direction != Outbound || !statusEventTypes[m.Status] {
 		return nil
 	}
+	// The closures below share a copy of m made here: had they held m
+	// itself, m would be put on the heap on entry, for every status change
+	// and for the sends' acks, which end above, too.
+	ev := m
 	res, err := s.addWebhookEvent(tx, m.CompanyID, now, h.Limits, func(set WebhookSet) (WebhookEvent, []WebhookDelivery, error) {
-		return h.Build(set, m)
+		return h.Build(set, ev)
 	})
 	if err != nil {
 		return fmt.Errorf("status event of message %d: %w", m.ID, err)
 	}
 	if h.Committed != nil && (res.Queued > 0 || res.Refused > 0) {
-		tx.OnCommit(func() { h.Committed(m, res) })
+		tx.OnCommit(func() { h.Committed(ev, res) })
 	}
 	return nil
 }

@@ -308,3 +308,46 @@ func putJSON(b *bolt.Bucket, key []byte, v any) error {
 	}
 	return b.Put(key, raw)
 }
+
+// getMessage is getJSON for a message record. The message does not pass
+// through an interface, which would put the caller's Message (about 550
+// bytes) on the heap for every read: only a record still in JSON is read
+// through one, into a copy.
+func getMessage(b *bolt.Bucket, key []byte, m *Message) error {
+	raw := b.Get(key)
+	if raw == nil {
+		return ErrNotFound
+	}
+	if len(raw) > 0 && (raw[0] == tagMessage || raw[0] == tagMessageHanded) {
+		return readMessageRecord(m, raw)
+	}
+	j := *m
+	err := decodeRecord(raw, &j)
+	*m = j
+	return err
+}
+
+// putMessage is putJSON for a message record, without boxing a copy of it.
+func putMessage(b *bolt.Bucket, key []byte, m *Message) error {
+	return b.Put(key, appendMessageRecord(m))
+}
+
+// getConversation is getMessage for a conversation record.
+func getConversation(b *bolt.Bucket, key []byte, c *Conversation) error {
+	raw := b.Get(key)
+	if raw == nil {
+		return ErrNotFound
+	}
+	if len(raw) > 0 && raw[0] == tagConversation {
+		return readConversationRecord(c, raw)
+	}
+	j := *c
+	err := decodeRecord(raw, &j)
+	*c = j
+	return err
+}
+
+// putConversation is putMessage for a conversation record.
+func putConversation(b *bolt.Bucket, key []byte, c *Conversation) error {
+	return b.Put(key, appendConversationRecord(c))
+}
