@@ -55,6 +55,18 @@ const DefaultUploads = 2
 // every other company's uploads waited.
 const DefaultSpools = 16
 
+// DefaultSpoolsKept of the server's arriving places (DefaultSpools) are
+// kept for companies with no upload arriving: a company's second and
+// later arriving uploads take a place only while more than these are
+// free, its first any free place. The uploads of companies that each have
+// several arriving thus hold at most the other 8, however many companies
+// they are, and the kept ones go one a company: the server's places are
+// all held only by uploads of at least 10 companies, where 4 companies'
+// slow agents (4 uploads each, each 256 KiB within a minute: an hour over
+// 16 MiB) held all 16 and made every other company's files wait. An
+// upload that finds no place it may take waits for one as any other.
+const DefaultSpoolsKept = 8
+
 // busy is the refusal of an upload or a download for want of a place,
 // held saying what holds them all ("The server has 16 uploads arriving").
 func busy(held string) *problem.Error {
@@ -138,10 +150,13 @@ type Config struct {
 	// PublicURL is the server's address, the base of signed URLs.
 	PublicURL string
 	// Key signs URLs (HMAC-SHA256): a server secret (store.Secret).
-	Key               []byte
-	MaxBytes          int64
-	Uploads           int // committing at once (DefaultUploads)
-	Spools            int // arriving at once (DefaultSpools)
+	Key      []byte
+	MaxBytes int64
+	Uploads  int // committing at once (DefaultUploads)
+	Spools   int // arriving at once (DefaultSpools)
+	// SpoolsKept of Spools are kept for companies with no upload arriving
+	// (DefaultSpoolsKept, at most half of Spools; below 0: none).
+	SpoolsKept        int
 	UploadsPerCompany int // under way at once (DefaultUploadsPerCompany)
 	// DownloadsPerCompany bounds the downloads of a company's files under
 	// way (DefaultDownloadsPerCompany).
@@ -158,18 +173,20 @@ type Config struct {
 
 // Service stores and serves media.
 type Service struct {
-	cfg    Config
-	st     Store
-	now    func() time.Time
-	slots  chan struct{} // one per upload committing
-	spools chan struct{} // one per upload arriving
+	cfg   Config
+	st    Store
+	now   func() time.Time
+	slots chan struct{} // one per upload committing
 
 	// The places under way, counted in this process's memory: on a cluster
 	// each node counts its own. Guarded by mu.
-	mu      sync.Mutex
-	sending map[uint64]int // device id -> uploads under way
-	active  map[uint64]int // company id -> uploads under way
-	reading map[uint64]int // company id -> downloads under way
+	mu       sync.Mutex
+	sending  map[uint64]int // device id -> uploads under way
+	active   map[uint64]int // company id -> uploads under way
+	reading  map[uint64]int // company id -> downloads under way
+	arriving int            // uploads arriving (Spools at most)
+	spooling map[uint64]int // company id -> uploads arriving
+	freed    chan struct{}  // closed (and replaced) when an arriving place is freed
 }
 
 // New returns the service.
@@ -185,6 +202,14 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	}
 	if cfg.Spools <= 0 {
 		cfg.Spools = DefaultSpools
+	}
+	switch {
+	case cfg.SpoolsKept == 0:
+		cfg.SpoolsKept = min(DefaultSpoolsKept, cfg.Spools/2)
+	case cfg.SpoolsKept < 0:
+		cfg.SpoolsKept = 0
+	case cfg.SpoolsKept >= cfg.Spools:
+		return nil, errors.New("media: the arriving places kept for companies with none arriving must be fewer than the places")
 	}
 	if cfg.UploadsPerCompany <= 0 {
 		cfg.UploadsPerCompany = DefaultUploadsPerCompany
@@ -215,8 +240,8 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 			}
 		}
 	}
-	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), spools: make(chan struct{}, cfg.Spools),
-		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{}}, nil
+	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads),
+		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{}, spooling: map[uint64]int{}, freed: make(chan struct{})}, nil
 }
 
 // MaxBytes is the cap of one file.
@@ -283,16 +308,10 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	// (an agent gives up after a minute for each 256 KiB and one for the
 	// answer) would otherwise hold its company's place until a spool freed,
 	// and the agent's next try be refused for its own abandoned one.
-	wait := time.NewTimer(s.cfg.ChunkTimeout)
-	defer wait.Stop()
-	select {
-	case s.spools <- struct{}{}:
-		defer func() { <-s.spools }()
-	case <-wait.C:
-		return store.Media{}, false, busy(fmt.Sprintf("The server has %s arriving", problem.Count(s.cfg.Spools, "upload")))
-	case <-ctx.Done():
-		return store.Media{}, false, ctx.Err()
+	if err := s.arrive(ctx, dev.CompanyID); err != nil {
+		return store.Media{}, false, err
 	}
+	defer s.arrived(dev.CompanyID)
 	if s.cfg.TempDir != "" {
 		if err := os.MkdirAll(s.cfg.TempDir, 0o700); err != nil {
 			return store.Media{}, false, spoolFailed(err)
@@ -350,6 +369,52 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, sms.Refusal(err, s.now())
 	}
 	return stored, dup, nil
+}
+
+// arrive takes an arriving place for an upload of the company, waiting
+// for one at most ChunkTimeout: any free place for the company's first
+// upload arriving, one beyond the SpoolsKept for its others. It answers
+// 429 when none came.
+func (s *Service) arrive(ctx context.Context, companyID uint64) error {
+	wait := time.NewTimer(s.cfg.ChunkTimeout)
+	defer wait.Stop()
+	for {
+		s.mu.Lock()
+		free, mine := s.cfg.Spools-s.arriving, s.spooling[companyID]
+		if free > 0 && (mine == 0 || free > s.cfg.SpoolsKept) {
+			s.arriving++
+			s.spooling[companyID]++
+			s.mu.Unlock()
+			return nil
+		}
+		freed := s.freed
+		s.mu.Unlock()
+		select {
+		case <-freed:
+		case <-wait.C:
+			if free > 0 {
+				return &problem.Error{Code: problem.RateLimited, RetryAfter: busyRetrySeconds,
+					Message: fmt.Sprintf("The company has %s arriving, and the server keeps its last %s for companies with none; retry in %s.",
+						problem.Count(mine, "upload"), problem.Count(s.cfg.SpoolsKept, "place"), problem.Count(busyRetrySeconds, "second"))}
+			}
+			return busy(fmt.Sprintf("The server has %s arriving", problem.Count(s.cfg.Spools, "upload")))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// arrived gives back the arriving place arrive took, and wakes the uploads
+// waiting for one.
+func (s *Service) arrived(companyID uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.arriving--
+	if s.spooling[companyID]--; s.spooling[companyID] <= 0 {
+		delete(s.spooling, companyID)
+	}
+	close(s.freed)
+	s.freed = make(chan struct{})
 }
 
 // fits refuses, before its body is read, an upload of length bytes (-1:

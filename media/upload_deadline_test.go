@@ -104,7 +104,11 @@ func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
 		_, _, err := s.Put(context.Background(), store.Device{ID: 1, CompanyID: 1}, Upload{Key: "wa:1/0", Length: -1, Body: held})
 		first <- err
 	}()
-	poll.Until(t, "the first upload takes the arriving place", func() bool { return len(s.spools) == 1 })
+	poll.Until(t, "the first upload takes the arriving place", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.arriving == 1
+	})
 
 	// Another company's upload, its client gone (a context never done).
 	other := store.Device{ID: 2, CompanyID: 2}
