@@ -62,9 +62,10 @@ const DefaultSpools = 16
 // several arriving thus hold at most the other 8, however many companies
 // they are, and the kept ones go one a company: the server's places are
 // all held only by uploads of at least 10 companies, where 4 companies'
-// slow agents (4 uploads each, each 256 KiB within a minute: an hour over
-// 16 MiB) held all 16 and made every other company's files wait. An
-// upload that finds no place it may take waits for one as any other.
+// slow agents (4 uploads each, as slowly as the server lets them: an hour
+// or more over 16 MiB) held all 16 and made every other company's files
+// wait. An upload that finds no place it may take waits for one as any
+// other.
 const DefaultSpoolsKept = 8
 
 // busy is the refusal of an upload or a download for want of a place,
@@ -82,10 +83,10 @@ func uploadsBusy(who string, n int) *problem.Error {
 
 // UploadsPerDevice bounds one device's uploads under way: simrelay-agent
 // uploads one file at a time, so a second is one its agent gave up (the
-// server holds it until its next 256 KiB is ChunkTimeout late) or a
+// server holds it until its next 256 KiB is UploadChunkTimeout late) or a
 // misbehaving agent's; it answers 429 with a short Retry-After. A device's
-// slow upload (a slow link may take an hour over 16 MiB) holds only its own
-// place: the company's other agents upload meanwhile.
+// slow upload (a slow link may take two hours over 16 MiB) holds only its
+// own place: the company's other agents upload meanwhile.
 const UploadsPerDevice = 1
 
 // DefaultUploadsPerCompany bounds one company's uploads under way, so that
@@ -113,11 +114,24 @@ const DefaultDownloadsPerCompany = 32
 const DefaultURLLifetime = 72 * time.Hour
 
 // DefaultChunkTimeout is how long a download may take to accept one
-// chunk (store.MediaChunkSize, 256 KiB) of a file, and an upload to send
-// one: a reader or sender that stalls is cut, so it holds no connection,
-// goroutine, chunk or arriving place for ever; one that keeps going,
-// however slowly, may take as long as it needs.
+// chunk (store.MediaChunkSize, 256 KiB) of a file: a reader that stalls is
+// cut, so it holds no connection, goroutine or chunk for ever; one that
+// keeps going, however slowly, may take as long as it needs. It is also
+// the longest an upload waits for an arriving place (DefaultSpools).
 const DefaultChunkTimeout = time.Minute
+
+// DefaultUploadChunkTimeout is how long an upload may take to send one
+// chunk (store.MediaChunkSize, 256 KiB) of its file, the least the server
+// takes: 2,185 bytes a second (17.5 kbit/s). A sender that stalls is cut
+// (408), so it holds no connection or arriving place for ever; one that
+// keeps going may take as long as it needs. It carries a 16 MiB file over
+// 2G: GPRS with two uplink timeslots at CS-2 (26.8 kbit/s, the common
+// handset's uplink) sends 256 KiB in 78 s and 16 MiB in 84 minutes, EDGE
+// (about 100 kbit/s up) 16 MiB in 22 minutes; a single GPRS timeslot
+// (13.4 kbit/s: 156 s a chunk) is under it. At the floor itself 16 MiB
+// takes 128 minutes. A minute a chunk (35 kbit/s) cut a two-slot GPRS
+// upload at its first 256 KiB.
+const DefaultUploadChunkTimeout = 2 * time.Minute
 
 // MaxPerMessage is the most files one inbound message names.
 const MaxPerMessage = 10
@@ -163,6 +177,7 @@ type Config struct {
 	DownloadsPerCompany int
 	URLLifetime         time.Duration
 	ChunkTimeout        time.Duration // DefaultChunkTimeout
+	UploadChunkTimeout  time.Duration // DefaultUploadChunkTimeout
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
 	// When set it is the server's own, made (0700) at the first upload:
 	// New removes the spooled uploads a crash (kill -9, power loss) left
@@ -223,6 +238,9 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	if cfg.ChunkTimeout <= 0 {
 		cfg.ChunkTimeout = DefaultChunkTimeout
 	}
+	if cfg.UploadChunkTimeout <= 0 {
+		cfg.UploadChunkTimeout = DefaultUploadChunkTimeout
+	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.TempDir != "" {
 		// The directory is listed, not globbed: its path is the operator's,
@@ -260,14 +278,14 @@ type Upload struct {
 	Length int64
 	Body   io.Reader
 	// ReadDeadline, when set, moves the deadline of Body's reads (the
-	// connection's): each 256 KiB must arrive within ChunkTimeout, in
+	// connection's): each 256 KiB must arrive within UploadChunkTimeout, in
 	// place of the server's one deadline for the whole request, so a slow
 	// link's upload arrives whole and a stalled one is cut.
 	ReadDeadline func(time.Time) error
 	// Recheck, when set, authorises the upload again once its body has
 	// arrived whole, just before it is stored: the device's credential was
 	// checked when the headers came, and the body may take far longer to
-	// follow (ChunkTimeout for each 256 KiB). A device paired again (its
+	// follow (UploadChunkTimeout for each 256 KiB). A device paired again (its
 	// token replaced), disabled or deleted meanwhile stores nothing: Put
 	// returns Recheck's error, and the spooled file is removed.
 	Recheck func() error
@@ -301,12 +319,12 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, uploadsBusy("company", s.cfg.UploadsPerCompany)
 	}
 	defer s.leave(s.active, dev.CompanyID)
-	// An upload waits for an arriving place at most ChunkTimeout, as long as
-	// it may wait for its next bytes: nothing tells the server that its
-	// client has gone while the body is unread (net/http cancels ctx only
-	// once the body was read to its end), so an upload whose client gave up
-	// (an agent gives up after a minute for each 256 KiB and one for the
-	// answer) would otherwise hold its company's place until a spool freed,
+	// An upload waits for an arriving place at most ChunkTimeout: nothing
+	// tells the server that its client has gone while the body is unread
+	// (net/http cancels ctx only once the body was read to its end), so an
+	// upload whose client gave up (an agent gives up after
+	// UploadChunkTimeout for each 256 KiB and one more for the answer)
+	// would otherwise hold its company's place until a spool freed,
 	// and the agent's next try be refused for its own abandoned one.
 	if err := s.arrive(ctx, dev.CompanyID); err != nil {
 		return store.Media{}, false, err
@@ -323,14 +341,14 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1), deadline: up.ReadDeadline, timeout: s.cfg.ChunkTimeout}
+	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1), deadline: up.ReadDeadline, timeout: s.cfg.UploadChunkTimeout}
 	if err := body.extend(); err != nil {
 		return store.Media{}, false, err
 	}
 	n, err := io.Copy(f, body)
 	if body.err != nil {
 		if ne := net.Error(nil); errors.As(body.err, &ne) && ne.Timeout() {
-			return store.Media{}, false, problem.New(problem.RequestTimeout, fmt.Sprintf("No %d KiB of the upload arrived within %g s; upload it again.", store.MediaChunkSize>>10, s.cfg.ChunkTimeout.Seconds()))
+			return store.Media{}, false, problem.New(problem.RequestTimeout, fmt.Sprintf("No %d KiB of the upload arrived within %g s; upload it again.", store.MediaChunkSize>>10, s.cfg.UploadChunkTimeout.Seconds()))
 		}
 		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload did not arrive whole: "+body.err.Error())
 	}

@@ -17,8 +17,8 @@ import (
 )
 
 // Four companies whose agents each send their uploads as slowly as the
-// server lets them (each 256 KiB within ChunkTimeout: at the default
-// minute, 16 MiB takes an hour) hold at most half the server's arriving
+// server lets them (each 256 KiB within UploadChunkTimeout: at the
+// default two minutes, 16 MiB takes two hours) hold at most half the server's arriving
 // places and one more each: the other half are kept for companies with
 // none arriving, one a company, so another company's upload is stored at
 // once. When four companies could
@@ -28,7 +28,7 @@ func TestSlowCompaniesLeaveArrivingPlacesToOthers(t *testing.T) {
 	t.Parallel()
 	const companies, each = 4, DefaultUploadsPerCompany
 	chunkTimeout := 3 * time.Second
-	s, devs := companiesService(t, Config{ChunkTimeout: chunkTimeout}, companies+1, each, each, each, 1)
+	s, devs := companiesService(t, Config{ChunkTimeout: chunkTimeout, UploadChunkTimeout: chunkTimeout}, companies+1, each, each, each, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var c, d int
 		fmt.Sscan(r.URL.Query().Get("c"), &c)
