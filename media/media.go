@@ -201,7 +201,7 @@ type Service struct {
 	reading  map[uint64]int // company id -> downloads under way
 	arriving int            // uploads arriving (Spools at most)
 	spooling map[uint64]int // company id -> uploads arriving
-	freed    chan struct{}  // closed (and replaced) when an arriving place is freed
+	freed    chan struct{}  // made by an upload waiting for an arriving place, closed (and dropped) when one is freed
 }
 
 // New returns the service.
@@ -259,7 +259,7 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 		}
 	}
 	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads),
-		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{}, spooling: map[uint64]int{}, freed: make(chan struct{})}, nil
+		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{}, spooling: map[uint64]int{}}, nil
 }
 
 // MaxBytes is the cap of one file.
@@ -394,8 +394,7 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 // upload arriving, one beyond the SpoolsKept for its others. It answers
 // 429 when none came.
 func (s *Service) arrive(ctx context.Context, companyID uint64) error {
-	wait := time.NewTimer(s.cfg.ChunkTimeout)
-	defer wait.Stop()
+	var wait *time.Timer
 	for {
 		s.mu.Lock()
 		free, mine := s.cfg.Spools-s.arriving, s.spooling[companyID]
@@ -405,8 +404,15 @@ func (s *Service) arrive(ctx context.Context, companyID uint64) error {
 			s.mu.Unlock()
 			return nil
 		}
+		if s.freed == nil {
+			s.freed = make(chan struct{})
+		}
 		freed := s.freed
 		s.mu.Unlock()
+		if wait == nil {
+			wait = time.NewTimer(s.cfg.ChunkTimeout)
+			defer wait.Stop()
+		}
 		select {
 		case <-freed:
 		case <-wait.C:
@@ -431,8 +437,10 @@ func (s *Service) arrived(companyID uint64) {
 	if s.spooling[companyID]--; s.spooling[companyID] <= 0 {
 		delete(s.spooling, companyID)
 	}
-	close(s.freed)
-	s.freed = make(chan struct{})
+	if s.freed != nil {
+		close(s.freed)
+		s.freed = nil
+	}
 }
 
 // fits refuses, before its body is read, an upload of length bytes (-1:
