@@ -169,7 +169,8 @@ type Config struct {
 	Uploads  int // committing at once (DefaultUploads)
 	Spools   int // arriving at once (DefaultSpools)
 	// SpoolsKept of Spools are kept for companies with no upload arriving
-	// (DefaultSpoolsKept, at most half of Spools; below 0: none).
+	// (DefaultSpoolsKept, or half of Spools when that is fewer; below 0:
+	// none).
 	SpoolsKept        int
 	UploadsPerCompany int // under way at once (DefaultUploadsPerCompany)
 	// DownloadsPerCompany bounds the downloads of a company's files under
