@@ -30,8 +30,10 @@ const DefaultInboundMediaBytes = 16 << 20
 // DefaultUploadStall is the time an upload of a received file may take
 // for each 256 KiB (uploadStep), and for its answer: the server's own
 // bound, so a slow link's upload takes as long as the server lets it
-// (PROTOCOL.md 16.3). One past it is given up and tried again later.
-const DefaultUploadStall = time.Minute
+// (PROTOCOL.md 16.3): 16 MiB over GPRS's two uplink timeslots (26.8
+// kbit/s) takes 84 minutes, 78 s for each 256 KiB. One past it is given up
+// and tried again later.
+const DefaultUploadStall = 2 * time.Minute
 
 // uploadStep is how many bytes of an upload each UploadStall must see.
 const uploadStep = 256 << 10
@@ -283,7 +285,7 @@ func (a *Agent) upload(ctx context.Context, clientID string, i int, f spooled) (
 		res.StatusCode == http.StatusForbidden || res.StatusCode == http.StatusRequestTimeout || res.StatusCode >= 500:
 		// 403: the device is disabled for now; the file waits, as the
 		// message does, until it is enabled again. 408: the upload stalled
-		// on the way (the server cuts one that sends no 256 KiB a minute).
+		// on the way (the server cuts one that sends no 256 KiB in two minutes).
 		wait := uploadRetry
 		if s, e := strconv.Atoi(res.Header.Get("Retry-After")); e == nil && s > 0 {
 			wait = time.Duration(s) * time.Second

@@ -18,8 +18,8 @@ import (
 // it received, with its device token, before the inbound frame naming it.
 func (s *Server) uploadMedia(c echo.Context) error {
 	err := s.storeUpload(c)
-	// Its body may take far longer than the answer's deadline to arrive (a
-	// minute for each 256 KiB): the answer's time starts once it is stored
+	// Its body may take far longer than the answer's deadline to arrive (two
+	// minutes for each 256 KiB): the answer's time starts once it is stored
 	// or refused, not at the request's start (serve), or a slow link's
 	// file was stored and its answer never written.
 	_ = http.NewResponseController(c.Response()).SetWriteDeadline(time.Now().Add(s.cfg.AnswerWriteTimeout))
@@ -74,8 +74,8 @@ func uploadAllowed(dev store.Device) error {
 // body has arrived, as readBody's recheck does every other route's
 // credential: the file is stored only for a device that still holds this
 // token (not paired again since, nor deleted) and is not disabled. The
-// body may take far longer than any other request's to arrive (a minute
-// for each 256 KiB).
+// body may take far longer than any other request's to arrive (two
+// minutes for each 256 KiB).
 func (s *Server) recheckDevice(c echo.Context, was store.Device) error {
 	tok, _ := c.Get(keyToken).(string)
 	dev, err := s.deps.Devices.Authenticate(c.Request().Context(), tok)

@@ -55,6 +55,19 @@ const DefaultUploads = 2
 // every other company's uploads waited.
 const DefaultSpools = 16
 
+// DefaultSpoolsKept of the server's arriving places (DefaultSpools) are
+// kept for companies with no upload arriving: a company's second and
+// later arriving uploads take a place only while more than these are
+// free, its first any free place. The uploads of companies that each have
+// several arriving thus hold at most the other 8, however many companies
+// they are, and the kept ones go one a company: the server's places are
+// all held only by uploads of at least 10 companies, where 4 companies'
+// slow agents (4 uploads each, as slowly as the server lets them: an hour
+// or more over 16 MiB) held all 16 and made every other company's files
+// wait. An upload that finds no place it may take waits for one as any
+// other.
+const DefaultSpoolsKept = 8
+
 // busy is the refusal of an upload or a download for want of a place,
 // held saying what holds them all ("The server has 16 uploads arriving").
 func busy(held string) *problem.Error {
@@ -70,10 +83,10 @@ func uploadsBusy(who string, n int) *problem.Error {
 
 // UploadsPerDevice bounds one device's uploads under way: simrelay-agent
 // uploads one file at a time, so a second is one its agent gave up (the
-// server holds it until its next 256 KiB is ChunkTimeout late) or a
+// server holds it until its next 256 KiB is UploadChunkTimeout late) or a
 // misbehaving agent's; it answers 429 with a short Retry-After. A device's
-// slow upload (a slow link may take an hour over 16 MiB) holds only its own
-// place: the company's other agents upload meanwhile.
+// slow upload (a slow link may take two hours over 16 MiB) holds only its
+// own place: the company's other agents upload meanwhile.
 const UploadsPerDevice = 1
 
 // DefaultUploadsPerCompany bounds one company's uploads under way, so that
@@ -101,11 +114,24 @@ const DefaultDownloadsPerCompany = 32
 const DefaultURLLifetime = 72 * time.Hour
 
 // DefaultChunkTimeout is how long a download may take to accept one
-// chunk (store.MediaChunkSize, 256 KiB) of a file, and an upload to send
-// one: a reader or sender that stalls is cut, so it holds no connection,
-// goroutine, chunk or arriving place for ever; one that keeps going,
-// however slowly, may take as long as it needs.
+// chunk (store.MediaChunkSize, 256 KiB) of a file: a reader that stalls is
+// cut, so it holds no connection, goroutine or chunk for ever; one that
+// keeps going, however slowly, may take as long as it needs. It is also
+// the longest an upload waits for an arriving place (DefaultSpools).
 const DefaultChunkTimeout = time.Minute
+
+// DefaultUploadChunkTimeout is how long an upload may take to send one
+// chunk (store.MediaChunkSize, 256 KiB) of its file, the least the server
+// takes: 2,185 bytes a second (17.5 kbit/s). A sender that stalls is cut
+// (408), so it holds no connection or arriving place for ever; one that
+// keeps going may take as long as it needs. It carries a 16 MiB file over
+// 2G: GPRS with two uplink timeslots at CS-2 (26.8 kbit/s, the common
+// handset's uplink) sends 256 KiB in 78 s and 16 MiB in 84 minutes, EDGE
+// (about 100 kbit/s up) 16 MiB in 22 minutes; a single GPRS timeslot
+// (13.4 kbit/s: 156 s a chunk) is under it. At the floor itself 16 MiB
+// takes 128 minutes. A minute a chunk (35 kbit/s) cut a two-slot GPRS
+// upload at its first 256 KiB.
+const DefaultUploadChunkTimeout = 2 * time.Minute
 
 // MaxPerMessage is the most files one inbound message names.
 const MaxPerMessage = 10
@@ -138,16 +164,21 @@ type Config struct {
 	// PublicURL is the server's address, the base of signed URLs.
 	PublicURL string
 	// Key signs URLs (HMAC-SHA256): a server secret (store.Secret).
-	Key               []byte
-	MaxBytes          int64
-	Uploads           int // committing at once (DefaultUploads)
-	Spools            int // arriving at once (DefaultSpools)
+	Key      []byte
+	MaxBytes int64
+	Uploads  int // committing at once (DefaultUploads)
+	Spools   int // arriving at once (DefaultSpools)
+	// SpoolsKept of Spools are kept for companies with no upload arriving
+	// (DefaultSpoolsKept, or half of Spools when that is fewer; below 0:
+	// none).
+	SpoolsKept        int
 	UploadsPerCompany int // under way at once (DefaultUploadsPerCompany)
 	// DownloadsPerCompany bounds the downloads of a company's files under
 	// way (DefaultDownloadsPerCompany).
 	DownloadsPerCompany int
 	URLLifetime         time.Duration
 	ChunkTimeout        time.Duration // DefaultChunkTimeout
+	UploadChunkTimeout  time.Duration // DefaultUploadChunkTimeout
 	// TempDir holds uploads while they arrive (os.TempDir() when empty).
 	// When set it is the server's own, made (0700) at the first upload:
 	// New removes the spooled uploads a crash (kill -9, power loss) left
@@ -158,18 +189,20 @@ type Config struct {
 
 // Service stores and serves media.
 type Service struct {
-	cfg    Config
-	st     Store
-	now    func() time.Time
-	slots  chan struct{} // one per upload committing
-	spools chan struct{} // one per upload arriving
+	cfg   Config
+	st    Store
+	now   func() time.Time
+	slots chan struct{} // one per upload committing
 
 	// The places under way, counted in this process's memory: on a cluster
 	// each node counts its own. Guarded by mu.
-	mu      sync.Mutex
-	sending map[uint64]int // device id -> uploads under way
-	active  map[uint64]int // company id -> uploads under way
-	reading map[uint64]int // company id -> downloads under way
+	mu       sync.Mutex
+	sending  map[uint64]int // device id -> uploads under way
+	active   map[uint64]int // company id -> uploads under way
+	reading  map[uint64]int // company id -> downloads under way
+	arriving int            // uploads arriving (Spools at most)
+	spooling map[uint64]int // company id -> uploads arriving
+	freed    chan struct{}  // made by an upload waiting for an arriving place, closed (and dropped) when one is freed
 }
 
 // New returns the service.
@@ -186,6 +219,14 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	if cfg.Spools <= 0 {
 		cfg.Spools = DefaultSpools
 	}
+	switch {
+	case cfg.SpoolsKept == 0:
+		cfg.SpoolsKept = min(DefaultSpoolsKept, cfg.Spools/2)
+	case cfg.SpoolsKept < 0:
+		cfg.SpoolsKept = 0
+	case cfg.SpoolsKept >= cfg.Spools:
+		return nil, errors.New("media: the arriving places kept for companies with none arriving must be fewer than the places")
+	}
 	if cfg.UploadsPerCompany <= 0 {
 		cfg.UploadsPerCompany = DefaultUploadsPerCompany
 	}
@@ -197,6 +238,9 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 	}
 	if cfg.ChunkTimeout <= 0 {
 		cfg.ChunkTimeout = DefaultChunkTimeout
+	}
+	if cfg.UploadChunkTimeout <= 0 {
+		cfg.UploadChunkTimeout = DefaultUploadChunkTimeout
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.TempDir != "" {
@@ -215,8 +259,8 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 			}
 		}
 	}
-	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads), spools: make(chan struct{}, cfg.Spools),
-		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{}}, nil
+	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads),
+		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{}, spooling: map[uint64]int{}}, nil
 }
 
 // MaxBytes is the cap of one file.
@@ -235,14 +279,14 @@ type Upload struct {
 	Length int64
 	Body   io.Reader
 	// ReadDeadline, when set, moves the deadline of Body's reads (the
-	// connection's): each 256 KiB must arrive within ChunkTimeout, in
+	// connection's): each 256 KiB must arrive within UploadChunkTimeout, in
 	// place of the server's one deadline for the whole request, so a slow
 	// link's upload arrives whole and a stalled one is cut.
 	ReadDeadline func(time.Time) error
 	// Recheck, when set, authorises the upload again once its body has
 	// arrived whole, just before it is stored: the device's credential was
 	// checked when the headers came, and the body may take far longer to
-	// follow (ChunkTimeout for each 256 KiB). A device paired again (its
+	// follow (UploadChunkTimeout for each 256 KiB). A device paired again (its
 	// token replaced), disabled or deleted meanwhile stores nothing: Put
 	// returns Recheck's error, and the spooled file is removed.
 	Recheck func() error
@@ -276,23 +320,17 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, uploadsBusy("company", s.cfg.UploadsPerCompany)
 	}
 	defer s.leave(s.active, dev.CompanyID)
-	// An upload waits for an arriving place at most ChunkTimeout, as long as
-	// it may wait for its next bytes: nothing tells the server that its
-	// client has gone while the body is unread (net/http cancels ctx only
-	// once the body was read to its end), so an upload whose client gave up
-	// (an agent gives up after a minute for each 256 KiB and one for the
-	// answer) would otherwise hold its company's place until a spool freed,
+	// An upload waits for an arriving place at most ChunkTimeout: nothing
+	// tells the server that its client has gone while the body is unread
+	// (net/http cancels ctx only once the body was read to its end), so an
+	// upload whose client gave up (an agent gives up after
+	// UploadChunkTimeout for each 256 KiB and one more for the answer)
+	// would otherwise hold its company's place until a spool freed,
 	// and the agent's next try be refused for its own abandoned one.
-	wait := time.NewTimer(s.cfg.ChunkTimeout)
-	defer wait.Stop()
-	select {
-	case s.spools <- struct{}{}:
-		defer func() { <-s.spools }()
-	case <-wait.C:
-		return store.Media{}, false, busy(fmt.Sprintf("The server has %s arriving", problem.Count(s.cfg.Spools, "upload")))
-	case <-ctx.Done():
-		return store.Media{}, false, ctx.Err()
+	if err := s.arrive(ctx, dev.CompanyID); err != nil {
+		return store.Media{}, false, err
 	}
+	defer s.arrived(dev.CompanyID)
 	if s.cfg.TempDir != "" {
 		if err := os.MkdirAll(s.cfg.TempDir, 0o700); err != nil {
 			return store.Media{}, false, spoolFailed(err)
@@ -304,14 +342,14 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1), deadline: up.ReadDeadline, timeout: s.cfg.ChunkTimeout}
+	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1), deadline: up.ReadDeadline, timeout: s.cfg.UploadChunkTimeout}
 	if err := body.extend(); err != nil {
 		return store.Media{}, false, err
 	}
 	n, err := io.Copy(f, body)
 	if body.err != nil {
 		if ne := net.Error(nil); errors.As(body.err, &ne) && ne.Timeout() {
-			return store.Media{}, false, problem.New(problem.RequestTimeout, fmt.Sprintf("No %d KiB of the upload arrived within %g s; upload it again.", store.MediaChunkSize>>10, s.cfg.ChunkTimeout.Seconds()))
+			return store.Media{}, false, problem.New(problem.RequestTimeout, fmt.Sprintf("No %d KiB of the upload arrived within %g s; upload it again.", store.MediaChunkSize>>10, s.cfg.UploadChunkTimeout.Seconds()))
 		}
 		return store.Media{}, false, problem.New(problem.ValidationFailed, "The upload did not arrive whole: "+body.err.Error())
 	}
@@ -350,6 +388,60 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 		return store.Media{}, false, sms.Refusal(err, s.now())
 	}
 	return stored, dup, nil
+}
+
+// arrive takes an arriving place for an upload of the company, waiting
+// for one at most ChunkTimeout: any free place for the company's first
+// upload arriving, one beyond the SpoolsKept for its others. It answers
+// 429 when none came.
+func (s *Service) arrive(ctx context.Context, companyID uint64) error {
+	var wait *time.Timer
+	for {
+		s.mu.Lock()
+		free, mine := s.cfg.Spools-s.arriving, s.spooling[companyID]
+		if free > 0 && (mine == 0 || free > s.cfg.SpoolsKept) {
+			s.arriving++
+			s.spooling[companyID]++
+			s.mu.Unlock()
+			return nil
+		}
+		if s.freed == nil {
+			s.freed = make(chan struct{})
+		}
+		freed := s.freed
+		s.mu.Unlock()
+		if wait == nil {
+			wait = time.NewTimer(s.cfg.ChunkTimeout)
+			defer wait.Stop()
+		}
+		select {
+		case <-freed:
+		case <-wait.C:
+			if free > 0 {
+				return &problem.Error{Code: problem.RateLimited, RetryAfter: busyRetrySeconds,
+					Message: fmt.Sprintf("The company has %s arriving, and the server keeps its last %s for companies with none; retry in %s.",
+						problem.Count(mine, "upload"), problem.Count(s.cfg.SpoolsKept, "place"), problem.Count(busyRetrySeconds, "second"))}
+			}
+			return busy(fmt.Sprintf("The server has %s arriving", problem.Count(s.cfg.Spools, "upload")))
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// arrived gives back the arriving place arrive took, and wakes the uploads
+// waiting for one.
+func (s *Service) arrived(companyID uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.arriving--
+	if s.spooling[companyID]--; s.spooling[companyID] <= 0 {
+		delete(s.spooling, companyID)
+	}
+	if s.freed != nil {
+		close(s.freed)
+		s.freed = nil
+	}
 }
 
 // fits refuses, before its body is read, an upload of length bytes (-1:

@@ -21,14 +21,14 @@ import (
 
 // An upload is read under its own deadline, not the server's one for the
 // whole request: a slow link whose bytes keep coming (each 256 KiB within
-// ChunkTimeout) is stored whole, though it takes longer than the server's
+// UploadChunkTimeout) is stored whole, though it takes longer than the server's
 // ReadTimeout; one that stalls is cut with 408 request_timeout, which an
 // agent answers by uploading again (a 400 would make it forward the
 // message without the file).
 func TestUploadReadDeadlineFollowsTheChunks(t *testing.T) {
 	t.Parallel()
 	const chunk = store.MediaChunkSize
-	s, dev := deviceService(t, Config{ChunkTimeout: 2 * time.Second})
+	s, dev := deviceService(t, Config{UploadChunkTimeout: 2 * time.Second})
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m, _, err := s.Put(r.Context(), dev, Upload{Key: r.URL.Query().Get("key"), ContentType: "video/mp4", Length: r.ContentLength,
 			Body: r.Body, ReadDeadline: http.NewResponseController(w).SetReadDeadline})
@@ -75,11 +75,12 @@ func TestUploadReadDeadlineFollowsTheChunks(t *testing.T) {
 	}
 
 	// Four chunks, 400 ms apart: 1.2 s in all, past the 600 ms ReadTimeout,
-	// each chunk well within ChunkTimeout.
+	// each chunk well within UploadChunkTimeout.
 	if status, body := upload("slow", 4*chunk, []int{chunk, chunk, chunk, chunk}, 400*time.Millisecond); status != http.StatusOK || body != fmt.Sprint(4*chunk) {
 		t.Fatalf("a slow upload whose bytes keep coming: %d %q, want 200 and all %d bytes stored", status, body, 4*chunk)
 	}
-	// Half a chunk of two, then nothing: the server cuts it ChunkTimeout on.
+	// Half a chunk of two, then nothing: the server cuts it UploadChunkTimeout
+	// on.
 	if status, body := upload("stalled", 2*chunk, []int{chunk / 2}, 0); status != http.StatusRequestTimeout || !strings.Contains(body, "request_timeout") {
 		t.Fatalf("a stalled upload: %d %q, want 408 request_timeout", status, body)
 	}
@@ -104,7 +105,11 @@ func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
 		_, _, err := s.Put(context.Background(), store.Device{ID: 1, CompanyID: 1}, Upload{Key: "wa:1/0", Length: -1, Body: held})
 		first <- err
 	}()
-	poll.Until(t, "the first upload takes the arriving place", func() bool { return len(s.spools) == 1 })
+	poll.Until(t, "the first upload takes the arriving place", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.arriving == 1
+	})
 
 	// Another company's upload, its client gone (a context never done).
 	other := store.Device{ID: 2, CompanyID: 2}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -131,5 +132,43 @@ func (u *slowUpload) finish(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a slow upload not answered within 10 s of its body's end")
+	}
+}
+
+// Of the server's arriving places, the last SpoolsKept go one a company:
+// a company with uploads arriving takes another place only while more are
+// free, and is told so; a company with none takes any free place; with
+// none free the server is full.
+func TestArrivingPlacesKeptForCompaniesWithNone(t *testing.T) {
+	t.Parallel()
+	s, devs := companiesService(t, Config{Spools: 4, ChunkTimeout: 300 * time.Millisecond}, 3, 1, 1, 1)
+	acme := devs[0]
+	first := startUpload(t, s, acme[0], "wa:a0/0")
+	startUpload(t, s, acme[1], "wa:a1/0") // 3 places free: beyond the 2 kept
+
+	_, _, err := s.Put(context.Background(), acme[2], hello("wa:a2/0"))
+	const kept = "The company has 2 uploads arriving, and the server keeps its last 2 places for companies with none; retry in 5 seconds."
+	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != busyRetrySeconds || pe.Message != kept {
+		t.Fatalf("a third upload of a company while only the kept places are free: %v, want 429 rate_limited with Retry-After, %q", err, kept)
+	}
+	startUpload(t, s, devs[1][0], "wa:b/0")
+	startUpload(t, s, devs[2][0], "wa:c/0")
+	_, _, err = s.Put(context.Background(), devs[3][0], hello("wa:d/0"))
+	const full = "The server has 4 uploads arriving, the most at once; retry in 5 seconds."
+	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.Message != full {
+		t.Fatalf("an upload with every place held: %v, want 429 rate_limited, %q", err, full)
+	}
+
+	// A place freed goes to an upload waiting for it.
+	done := make(chan error, 1)
+	go func() { _, _, err := s.Put(context.Background(), devs[3][0], hello("wa:d/0")); done <- err }()
+	poll.Until(t, "the upload waits for a place", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.active[devs[3][0].CompanyID] == 1
+	})
+	first.finish(t)
+	if err := <-done; err != nil {
+		t.Fatalf("an upload that waited for a place, one freed meanwhile: %v, want it stored", err)
 	}
 }
