@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
@@ -10,13 +11,15 @@ import (
 )
 
 // removalClosingInbound: a message a phone (StoreInbound) or an agent
-// (StoreAgentInbound) received is refused with store.ErrDeviceGone by the
-// write itself once its company is marked closing (MarkCompanyClosing),
-// new or a repeat of one stored before the mark, and nothing of it is
-// stored: the link's read of its company (DeviceCompany) comes in a
-// transaction of its own, and a mark between that read and the write
-// would otherwise have the message stored, acknowledged to the phone and
-// then taken by the removal. Another company's devices are not touched.
+// (StoreAgentInbound) received, and a file an agent uploads (PutMedia),
+// is refused with store.ErrDeviceGone by the write itself once its
+// company is marked closing (MarkCompanyClosing), a message new or a
+// repeat of one stored before the mark, and nothing of it is stored: the
+// link's read of its company (DeviceCompany; an upload's second look at
+// its token) comes in a transaction of its own, and a mark between that
+// read and the write would otherwise have it stored, acknowledged to the
+// phone and then taken by the removal. Another company's devices are not
+// touched.
 func removalClosingInbound(t *testing.T, s RemovalStore) {
 	a, _ := Company(t, s)
 	b, _ := Company(t, s)
@@ -64,6 +67,17 @@ func removalClosingInbound(t *testing.T, s RemovalStore) {
 	waAgain := inboundTo(d, nums[0].Address, "wa-before")
 	got, dup, err = s.StoreAgentInbound(&waAgain, clock)
 	gone("a repeat of an agent's inbound stored before the mark", got, dup, err, waAgain)
+	// A file an agent uploads (POST /device/media) is refused the same
+	// way: the server checks its token again before it stores it, in a
+	// transaction of its own, and a mark after that check stores nothing.
+	data := []byte("png after the mark")
+	if md, dup, err := s.PutMedia(store.Media{ID: fmt.Sprintf("med_closing_%d", n), CompanyID: a.ID, DeviceID: d.ID, Key: "closing/0",
+		ContentType: "image/png", Filename: "a.png", Size: int64(len(data))}, bytes.NewReader(data), T0.Add(time.Minute)); !errors.Is(err, store.ErrDeviceGone) || dup || md.ID != "" {
+		t.Errorf("a file uploaded under a closing company: %+v (dup %v, %v), want store.ErrDeviceGone", md, dup, err)
+	}
+	if md, err := s.MediaByKey(a.ID, d.ID, "closing/0"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a file uploaded under a closing company was stored: %+v (%v)", md, err)
+	}
 	if list, err := s.OptOuts(a.ID, "", 10); err != nil || len(list) != 1 {
 		t.Errorf("the closing company's opt-outs: %+v (%v), want the one its STOP before the mark listed", list, err)
 	}

@@ -119,8 +119,8 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 }
 
 // deviceOfOpenCompanySQL reads a device (company $1, device $2) for a
-// write its link makes on the company's behalf (StoreAgentInbound):
-// its record while it is live and its company stored and not
+// write its link makes on the company's behalf (StoreAgentInbound,
+// PutMedia): its record while it is live and its company stored and not
 // closing (MarkCompanyClosing), no row otherwise. The company's row is
 // taken KEY SHARE, the transaction's first lock, as StoreInbound's read
 // takes it (inboundReadSQL): a mark waits for a write that read the
