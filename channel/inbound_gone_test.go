@@ -30,6 +30,26 @@ func (s rowMissing) DeviceCompany(companyID, deviceID uint64) (store.Company, er
 	return store.Company{}, fmt.Errorf("store: company %d of device %d: %w", companyID, deviceID, store.ErrNotFound)
 }
 
+// markedAfterRead is the agents' store with its company's mark
+// (MarkCompanyClosing) committed right after the read of a device's
+// company (DeviceCompany) found it open, before the inbound's write: as a
+// removal accepted on another node between the two.
+type markedAfterRead struct {
+	channel.Store
+	st store.Backend
+}
+
+func (s markedAfterRead) DeviceCompany(companyID, deviceID uint64) (store.Company, error) {
+	c, err := s.Store.DeviceCompany(companyID, deviceID)
+	if err != nil {
+		return c, err
+	}
+	if _, err := s.st.MarkCompanyClosing(companyID, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		return store.Company{}, err
+	}
+	return c, nil
+}
+
 // goneRig is an agent of a company whose hello announced one WhatsApp
 // number, with the agents' service over the store as wrap gives it.
 type goneRig struct {
@@ -113,6 +133,27 @@ func TestAgentGoneOnTheStoresWord(t *testing.T) {
 		gone(t, r)
 		if n, err := r.st.StatsTotals(r.c.ID); err != nil || n.Received != 0 {
 			t.Errorf("a closing company's messages received: %+v (%v), want none", n, err)
+		}
+	})
+
+	// The write itself refuses a company closing: a mark between the
+	// read of the company and the write had the message stored and
+	// acknowledged, and the removal took it after.
+	t.Run("ClosingAfterTheRead", func(t *testing.T) {
+		t.Parallel()
+		var st store.Backend
+		r := newGoneRig(t, func(s channel.Store) channel.Store {
+			st = s.(store.Backend)
+			return markedAfterRead{Store: s, st: st}
+		})
+		if err := r.inbound(); !problem.Is(err, problem.NotFound) {
+			t.Errorf("inbound: got %v, want error not_found (the device is gone)", err)
+		}
+		if co, err := r.st.Company(r.c.ID); err != nil || co.ClosingAt.IsZero() {
+			t.Fatalf("the company after the inbound: %+v (%v), want it closing", co, err)
+		}
+		if n, err := r.st.StatsTotals(r.c.ID); err != nil || n.Received != 0 {
+			t.Errorf("messages received of a company marked closing after its read: %+v (%v), want none", n, err)
 		}
 	})
 

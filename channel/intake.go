@@ -359,10 +359,12 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	}
 	// sim_slot means nothing here and is ignored (an agent that shares
 	// code with an SMS phone may send one).
+	// The read is for the region. Its refusal only answers early: a
+	// company marked closing after it is refused by the write below
+	// (StoreAgentInbound), in its own transaction.
 	region, err := s.deviceRegion(dev)
 	if errors.Is(err, store.ErrDeviceGone) {
-		// The device was deleted, or its company is closing or removed:
-		// refused as the store's write below refuses a deleted device.
+		// The device was deleted, or its company is closing or removed.
 		return proto.InboundAck{}, sms.ErrInboundDeviceGone
 	}
 	if err != nil {

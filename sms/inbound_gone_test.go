@@ -28,6 +28,23 @@ func (s rowMissing) DeviceCompany(companyID, deviceID uint64) (store.Company, er
 	return store.Company{}, fmt.Errorf("store: company %d of device %d: %w", companyID, deviceID, store.ErrNotFound)
 }
 
+// markedAfterRead is the store with its company's mark (MarkCompanyClosing)
+// committed right after the read of a device's company (DeviceCompany)
+// found it open, before the inbound's write: as a removal accepted on
+// another node between the two.
+type markedAfterRead struct{ store.Backend }
+
+func (s markedAfterRead) DeviceCompany(companyID, deviceID uint64) (store.Company, error) {
+	c, err := s.Backend.DeviceCompany(companyID, deviceID)
+	if err != nil {
+		return c, err
+	}
+	if _, err := s.MarkCompanyClosing(companyID, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		return store.Company{}, err
+	}
+	return c, nil
+}
+
 // An inbound is refused as its device's removal (error not_found, which
 // the phone drops: PROTOCOL.md section 10.2) on the store's word that the
 // device is gone (store.ErrDeviceGone) and on nothing else: a company
@@ -71,6 +88,25 @@ func TestInboundGoneOnTheStoresWord(t *testing.T) {
 		gone(t, err)
 		if got, err := st.InboundList(store.InboundQuery{CompanyID: c.ID, Limit: 10}); err != nil || len(got) != 0 {
 			t.Fatalf("inbound stored for a company closing: %+v (%v), want none", got, err)
+		}
+	})
+
+	// The write itself refuses a company closing: a mark between the
+	// read of the company and the write had the message stored and
+	// acknowledged, and the removal took it after.
+	t.Run("ClosingAfterTheRead", func(t *testing.T) {
+		t.Parallel()
+		st := storetest.Open(t)
+		c := storetest.Company(t, st, "Acme", "a@acme.test")
+		dev := activeDevice(t, st, c.ID)
+		svc := sms.New(sms.Config{}, markedAfterRead{st}, slog.New(slog.DiscardHandler), time.Now)
+		_, err := svc.Inbound(context.Background(), dev, in)
+		gone(t, err)
+		if co, err := st.Company(c.ID); err != nil || co.ClosingAt.IsZero() {
+			t.Fatalf("the company after the inbound: %+v (%v), want it closing", co, err)
+		}
+		if got, err := st.InboundList(store.InboundQuery{CompanyID: c.ID, Limit: 10}); err != nil || len(got) != 0 {
+			t.Fatalf("inbound stored for a company marked closing after its read: %+v (%v), want none", got, err)
 		}
 	})
 

@@ -135,6 +135,9 @@ func (s *Service) Inbound(_ context.Context, dev store.Device, in proto.Inbound)
 	// Senders are often short codes or names ("BANK"), which stay as given;
 	// numbers are stored in E.164 like everywhere else. In a company's
 	// region a national sender ("07400123456" in GB) is a number too.
+	// The read is for the region. Its refusal only answers early: a
+	// company marked closing after it is refused by the write below
+	// (StoreInbound), in its own transaction.
 	region, err := s.deviceRegion(dev)
 	if errors.Is(err, store.ErrDeviceGone) {
 		// The device was deleted, or its company is closing or removed:

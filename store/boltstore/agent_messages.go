@@ -456,7 +456,9 @@ func (s *Store) AgentMessages(companyID, numberID uint64, page, limit int) ([]Me
 // StoreAgentInbound stores a WhatsApp or iMessage message an agent received,
 // once per (device registration, channel, client_id), as StoreInbound does
 // for SMS. m carries CompanyID, DeviceID, Channel and Account (the address
-// it came to, normalised): an address the company has no number for is
+// it came to, normalised): a device that is gone, or whose company is
+// closing (MarkCompanyClosing) or not stored, is ErrDeviceGone, a repeat
+// too, read in this transaction; an address the company has no number for is
 // ErrNotFound, one another agent of the company holds ErrNumberNotHeld
 // (unless the frame repeats one already stored). A new message's webhook
 // event is written in the same transaction.
@@ -465,9 +467,12 @@ func (s *Store) StoreAgentInbound(m *Message, now func() time.Time) (Message, bo
 	var dup bool
 	err := s.grouped(func(tx *bolt.Tx) error {
 		out, dup = Message{}, false
-		d, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
-		if err != nil {
+		d, err := liveDeviceRefOfOpenCompany(tx, m.CompanyID, m.DeviceID)
+		if errors.Is(err, ErrDeviceGone) {
 			return refuse(err)
+		}
+		if err != nil {
+			return err
 		}
 		var n AgentNumber
 		if err := getJSON(tx.Bucket(bucketAgentNumbers), agentNumberKey(d.CompanyID, m.Channel, m.Account), &n); err != nil {

@@ -107,6 +107,29 @@ func liveDeviceRef(tx *bolt.Tx, companyID, deviceID uint64) (liveRef, error) {
 	return r, nil
 }
 
+// liveDeviceRefOfOpenCompany is liveDeviceRef for a write a device's link
+// makes on the company's behalf (an inbound message): a device of a
+// company closing (MarkCompanyClosing), or not stored, is ErrDeviceGone
+// too, read in the write's own transaction, so that a mark committed
+// after the link's read of its company (DeviceCompany) still refuses it.
+func liveDeviceRefOfOpenCompany(tx *bolt.Tx, companyID, deviceID uint64) (liveRef, error) {
+	r, err := liveDeviceRef(tx, companyID, deviceID)
+	if err != nil {
+		return r, err
+	}
+	v := tx.Bucket(bucketCompanies).Get(itob(companyID))
+	if v == nil {
+		return liveRef{}, ErrDeviceGone
+	}
+	if closing, err := markedClosing(v); err != nil || closing {
+		if err == nil {
+			err = ErrDeviceGone
+		}
+		return liveRef{}, err
+	}
+	return r, nil
+}
+
 // walkPrefix calls fn with each key under prefix, in order, until fn says stop.
 func walkPrefix(b *bolt.Bucket, prefix []byte, fn func(k, v []byte) bool) {
 	c := b.Cursor()

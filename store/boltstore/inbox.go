@@ -38,11 +38,13 @@ func inboundDeviceKeys(m Message) [][]byte {
 // StoreInbound stores a message a phone received, once per (device,
 // client_id): a repeat answers the message stored the first time, with dup
 // true. m names its device by CompanyID and DeviceID, as the phone's link
-// knows them; a device that is gone is ErrDeviceGone, and client_ids of
-// another registration of the same handset never match. A new message's
-// webhook event (SetInboundEvents) is written in the same transaction, so
-// both are durable together or not at all. A new message counts against its
-// company's daily storage budget: over it, nothing is stored and the error
+// knows them; a device that is gone, or whose company is closing
+// (MarkCompanyClosing) or not stored, is ErrDeviceGone, a repeat too, read
+// in this transaction, and client_ids of another registration of the same
+// handset never match. A new message's webhook event (SetInboundEvents) is
+// written in the same transaction, so both are durable together or not at
+// all. A new message counts against its company's daily storage budget:
+// over it, nothing is stored and the error
 // wraps ErrStorageBudget (a *BudgetError).
 // Over it, a stop keyword still puts its sender on the opt-out list, within
 // the list's overdraft (store.OptOutOverdraft), so that the sends accepted
@@ -55,10 +57,13 @@ func (s *Store) StoreInbound(m *Message, now func() time.Time) (Message, bool, e
 		out, dup, refused = Message{}, false, nil
 		// Refusals write nothing and return nil, so that they never fail
 		// the batch they share with other writers.
-		d, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID)
-		if err != nil {
-			refused = err // ErrDeviceGone
+		d, err := liveDeviceRefOfOpenCompany(tx, m.CompanyID, m.DeviceID)
+		if errors.Is(err, ErrDeviceGone) {
+			refused = err
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 		msgs := tx.Bucket(bucketMessages)
 		ck := devKey(d.CompanyID, d.ID, []byte(m.ClientID))

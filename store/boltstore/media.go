@@ -67,15 +67,20 @@ func (s *Store) MediaByKey(companyID, deviceID uint64, key string) (Media, error
 // transaction with its record, charged to the company's storage budget.
 // m carries ID, CompanyID, DeviceID, Key, ContentType, Filename and Size.
 // A repeated Key answers the upload made first (and reads nothing); a
-// device deleted meanwhile is ErrDeviceGone.
+// device deleted meanwhile, or whose company is closing
+// (MarkCompanyClosing) or not stored, is ErrDeviceGone, read in this
+// transaction: an upload whose token the server checked again just
+// before a mark stores nothing after it.
 func (s *Store) PutMedia(m Media, src io.Reader, now time.Time) (Media, bool, error) {
 	var out Media
 	var dup bool
 	var refused error
 	err := s.update(func(tx *bolt.Tx) error {
-		if _, err := liveDeviceRef(tx, m.CompanyID, m.DeviceID); err != nil {
+		if _, err := liveDeviceRefOfOpenCompany(tx, m.CompanyID, m.DeviceID); errors.Is(err, ErrDeviceGone) {
 			refused = err
 			return nil
+		} else if err != nil {
+			return err
 		}
 		kk := devKey(m.CompanyID, m.DeviceID, []byte(m.Key))
 		if id := tx.Bucket(bucketMediaKeys).Get(kk); id != nil {

@@ -217,6 +217,7 @@ func CompanyRemoval(t *testing.T, open Opener[RemovalStore]) {
 	t.Run("Closing", func(t *testing.T) { t.Parallel(); removalClosing(t, open(t)) })
 	t.Run("OutwardFirst", func(t *testing.T) { t.Parallel(); removalOutwardFirst(t, open(t)) })
 	t.Run("DeviceCompany", func(t *testing.T) { t.Parallel(); removalDeviceCompany(t, open(t)) })
+	t.Run("ClosingInbound", func(t *testing.T) { t.Parallel(); removalClosingInbound(t, open(t)) })
 }
 
 // removalOutwardFirst: what leaves the server without a credential of the

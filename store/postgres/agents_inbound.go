@@ -13,7 +13,10 @@ import (
 // StoreAgentInbound stores a WhatsApp or iMessage message an agent received,
 // once per (device registration, channel, client_id), as StoreInbound does
 // for SMS. m carries CompanyID, DeviceID, Channel and Account (the address
-// it came to, normalised): an address the company has no number for is
+// it came to, normalised): a device that is gone, or whose company is
+// closing (MarkCompanyClosing) or not stored, is ErrDeviceGone, a repeat
+// too, read under the company's row lock (deviceOfOpenCompanySQL); an
+// address the company has no number for is
 // ErrNotFound, one another agent of the company holds ErrNumberNotHeld
 // (unless the frame repeats one already stored). A new message's webhook
 // event (SetInboundEvents) is written in the same transaction.
@@ -29,8 +32,7 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 		var devRaw, numRaw, prior []byte
 		var used int64
 		b := &pgx.Batch{}
-		b.Queue("SELECT rec FROM devices WHERE company_id = $1 AND id = $2 AND deleted_at IS NULL",
-			id(m.CompanyID), id(m.DeviceID)).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&devRaw)) })
+		b.Queue(deviceOfOpenCompanySQL, id(m.CompanyID), id(m.DeviceID)).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&devRaw)) })
 		b.Queue("SELECT rec FROM agent_numbers WHERE company_id = $1 AND channel = $2 AND address = $3",
 			id(m.CompanyID), m.Channel, m.Account).QueryRow(func(row pgx.Row) error { return noRow(row.Scan(&numRaw)) })
 		b.Queue("SELECT rec FROM messages WHERE company_id = $1 AND device_id = $2 AND channel = $3 AND agent_client = $4",
@@ -115,3 +117,15 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 	}
 	return out, dup, nil
 }
+
+// deviceOfOpenCompanySQL reads a device (company $1, device $2) for a
+// write its link makes on the company's behalf (StoreAgentInbound,
+// PutMedia): its record while it is live and its company stored and not
+// closing (MarkCompanyClosing), no row otherwise. The company's row is
+// taken KEY SHARE, the transaction's first lock, as StoreInbound's read
+// takes it (inboundReadSQL): a mark waits for a write that read the
+// company open, and a write that met the mark's lock reads the row again
+// as the mark left it and finds no device.
+const deviceOfOpenCompanySQL = `SELECT d.rec FROM devices d JOIN companies c ON c.id = d.company_id
+	WHERE d.company_id = $1 AND d.id = $2 AND d.deleted_at IS NULL AND NOT c.rec ? 'closing_at'
+	FOR KEY SHARE OF c`

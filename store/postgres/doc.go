@@ -234,7 +234,11 @@
 // A received SMS (StoreInbound, a phone's inbound frame) costs three round
 // trips and, with three webhook entries, 12 statements, BEGIN and COMMIT
 // included (inbound.go, TestInboundCost): one pgx.Batch, BEGIN first,
-// reads in one statement its device, an earlier message of its client id,
+// reads in one statement its device (gone while its company is closing:
+// the company's row is taken KEY SHARE there, the transaction's first
+// lock, so a company's mark, MarkCompanyClosing, waits for a message that
+// read it open, and one that met the mark reads it closing,
+// TestInboundMeetsAClosingMark), an earlier message of its client id,
 // the day's storage use and, when these let it be stored, its id (taken
 // from the sequence inside that statement, so a repeat or a refusal takes
 // none), and with it its company's webhook set and outbox size
@@ -248,7 +252,8 @@
 // storage use, last: the order of a batch of reports' write. A keyword's new opt-out is charged once that batch
 // says it is new, and the charges are then written by the commit, a round
 // trip more. An agent's received message (StoreAgentInbound) reads its
-// number with its device and writes in one batch too; it takes its id in
+// number with its device (its company's row KEY SHARE, as above) and
+// writes in one batch too; it takes its id in
 // a round trip of its own, as its files are taken for it before its
 // insert. Any other lone event (a status change's, a device's) reads the
 // set and the outbox in one statement and writes in one batch

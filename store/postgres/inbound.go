@@ -19,7 +19,9 @@ import (
 // StoreInbound stores a message a phone received, once per (device,
 // client_id): a repeat answers the message stored the first time, with dup
 // true. m names its device by CompanyID and DeviceID, as the phone's link
-// knows them; a device that is gone is ErrDeviceGone, and client_ids of
+// knows them; a device that is gone, or whose company is closing
+// (MarkCompanyClosing) or not stored, is ErrDeviceGone, a repeat too, read
+// under the company's row lock (inboundReadSQL), and client_ids of
 // another registration of the same handset never match. A new message's
 // webhook event (SetInboundEvents) is written in the same transaction, so
 // both are durable together or not at all. A new message counts against its
@@ -131,12 +133,25 @@ func (s *Store) StoreInbound(m *store.Message, now func() time.Time) (store.Mess
 // within the budget, as StoreInbound checks them on what the statement
 // returns. A refused or repeated message takes no id, as when it was taken
 // after those checks.
-const inboundReadSQL = `SELECT d.rec, p.rec, u.used,
+//
+// The device reads as gone (NULL) when its company is closing
+// (MarkCompanyClosing) or not stored, read on the company's row, which
+// the statement takes KEY SHARE before anything else of the transaction
+// (as a foreign key's check would; companyOpen): the mark, which writes
+// that row under FOR UPDATE, waits for an inbound that read it open to
+// commit, and an inbound that met the mark's lock waits for it and then
+// reads the row as the mark left it (READ COMMITTED reads a locked row's
+// newest version). So no message is stored after its company's mark,
+// however the link's read of its company (DeviceCompany) and this write
+// fell around it.
+const inboundReadSQL = `WITH c AS (SELECT rec ? 'closing_at' AS closing FROM companies WHERE id = $1 FOR KEY SHARE)
+	SELECT d.rec, p.rec, u.used,
 		CASE WHEN d.rec IS NOT NULL AND p.rec IS NULL AND ($4::bigint <= 0 OR u.used + $5::bigint <= $4::bigint)
 			THEN nextval(pg_get_serial_sequence('messages', 'id')) END
 	FROM (SELECT CASE WHEN $4::bigint > 0 THEN (SELECT coalesce(sum(used), 0)::bigint FROM storage_usage WHERE company_id = $1 AND day = $6)
 		ELSE 0 END AS used) u
-	LEFT JOIN devices d ON d.company_id = $1 AND d.id = $2 AND d.deleted_at IS NULL
+	LEFT JOIN c ON true
+	LEFT JOIN devices d ON NOT c.closing AND d.company_id = $1 AND d.id = $2 AND d.deleted_at IS NULL
 	LEFT JOIN messages p ON p.company_id = $1 AND p.device_id = $2 AND p.client_id = $3`
 
 // receivedFacts are what a new received message's writes read of its

@@ -54,8 +54,11 @@ func (s *Store) MediaByKey(companyID, deviceID uint64, key string) (store.Media,
 // transaction with its record, charged to the company's storage budget.
 // m carries ID, CompanyID, DeviceID, Key, ContentType, Filename and Size.
 // A repeated Key answers the upload made first (and reads nothing), also
-// when both are made at once; a device that is not the company's live one
-// is ErrDeviceGone.
+// when both are made at once; a device that is not the company's live one,
+// or whose company is closing (MarkCompanyClosing) or not stored, is
+// ErrDeviceGone, read under the company's row lock
+// (deviceOfOpenCompanySQL): an upload whose token the server checked
+// again (Recheck) just before a mark stores nothing after it.
 func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Media, bool, error) {
 	var out store.Media
 	var dup bool
@@ -76,8 +79,11 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 		if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if _, err := liveDeviceByID(t, m.CompanyID, m.DeviceID, false); err != nil {
-			return err
+		var dev []byte
+		if err := t.row(deviceOfOpenCompanySQL, id(m.CompanyID), id(m.DeviceID)).Scan(&dev); errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrDeviceGone
+		} else if err != nil {
+			return mapErr(err)
 		}
 		if read {
 			if start < 0 {
