@@ -21,6 +21,13 @@ func (p *Phone) handle(ctx context.Context, ws *websocket.Conn, data []byte) err
 	}
 	switch f := f.(type) {
 	case *proto.Send:
+		if f.ID == "" || len(f.ID) > proto.MaxJobIDBytes {
+			// It names no job (PROTOCOL.md 8.3): an ack would be refused
+			// and counted against the flood limit, and the job could not
+			// be reported. Ignored, the link kept.
+			p.cfg.Logger.Warn("ignoring a send without a job id", "id_bytes", len(f.ID))
+			return nil
+		}
 		p.mu.Lock()
 		seen := p.journal[f.ID]
 		p.journal[f.ID] = true // journaled before the ack: the ack promises the job is kept

@@ -321,19 +321,9 @@ func (p *Phone) session(ctx context.Context) error {
 	if err := write(lctx, ws, hello); err != nil {
 		return err
 	}
-	hctx, cancel := context.WithTimeout(lctx, DefaultHelloTimeout)
-	_, data, err := ws.Read(hctx)
-	cancel()
+	welcome, err := p.awaitWelcome(lctx, ws)
 	if err != nil {
-		return closeErr(err)
-	}
-	f, err := proto.Decode(data)
-	if refusal, ok := f.(*proto.Error); ok && err == nil {
-		return p.refusedHello(ws, refusal)
-	}
-	welcome, ok := f.(*proto.Welcome)
-	if err != nil || !ok {
-		return fmt.Errorf("client: expected welcome, got %s", data)
+		return err
 	}
 
 	answered := make(chan struct{}, MaxUnanswered)
@@ -388,6 +378,45 @@ func (p *Phone) session(ctx context.Context) error {
 		if err := p.handle(lctx, ws, data); err != nil {
 			return err
 		}
+	}
+}
+
+// awaitWelcome reads the server's answer to the hello: the welcome, or
+// the refusal and close that end the link. A send or config that comes
+// before the welcome is taken as on a link that is up (PROTOCOL.md 7.2,
+// implementation note): the job journaled and acked, the settings applied;
+// one of a type the phone does not know is ignored. The wait is
+// DefaultHelloTimeout in all.
+func (p *Phone) awaitWelcome(lctx context.Context, ws *websocket.Conn) (*proto.Welcome, error) {
+	hctx, cancel := context.WithTimeout(lctx, DefaultHelloTimeout)
+	defer cancel()
+	for {
+		_, data, err := ws.Read(hctx)
+		if err != nil {
+			return nil, closeErr(err)
+		}
+		f, err := proto.Decode(data)
+		if errors.Is(err, proto.ErrUnknownType) {
+			continue // a phone ignores frame types it does not know (section 1)
+		}
+		switch f := f.(type) {
+		case *proto.Welcome:
+			if err == nil {
+				return f, nil
+			}
+		case *proto.Error:
+			if err == nil {
+				return nil, p.refusedHello(ws, f)
+			}
+		case *proto.Send, *proto.Config:
+			if err == nil {
+				if err := p.handle(lctx, ws, data); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		return nil, fmt.Errorf("client: expected welcome, got %s", data)
 	}
 }
 

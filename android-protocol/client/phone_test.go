@@ -475,3 +475,123 @@ func pendingAfterConfig(t *testing.T, srv *httptest.Server, statuses ...string) 
 	}
 	return p.Pending()
 }
+
+// A send whose id is empty or longer than proto.MaxJobIDBytes names no job
+// (PROTOCOL.md 8.3): the phone neither journals nor acks it, hands it to no
+// sender, and keeps the link, where the next send is taken as usual. It
+// acked such an id, which the server answers not_found and charges to the
+// flood limit, and handed the job to its sender.
+func TestSendWithoutAJobIDIsIgnored(t *testing.T) {
+	t.Parallel()
+	acks := make(chan string, 8)
+	srv := welcomingServer(t, 10*time.Second, func(ctx context.Context, ws *websocket.Conn) {
+		for _, id := range []string{"", strings.Repeat("x", proto.MaxJobIDBytes+1), "job-1"} {
+			data, _ := proto.Encode(proto.Send{ID: id, Channel: proto.ChannelSMS, To: "+15551234567", Message: "hi", SIMSlot: proto.SIM1, ExpiresAt: "2999-01-01T00:00:00.000Z"})
+			if ws.Write(ctx, websocket.MessageText, data) != nil {
+				return
+			}
+		}
+		for {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			if a, ok := decoded(data).(*proto.Ack); ok {
+				acks <- a.ID
+			}
+		}
+	})
+	jobs := make(chan string, 8)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
+		OnJob: func(s proto.Send) { jobs <- s.ID }})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	for _, ch := range []struct {
+		what string
+		c    chan string
+	}{{"ack", acks}, {"job", jobs}} {
+		select {
+		case id := <-ch.c:
+			if id != "job-1" {
+				t.Fatalf("first %s for id %.20q..., want job-1's: a send without a job id is ignored", ch.what, id)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s for job-1", ch.what)
+		}
+	}
+}
+
+// A config or send that comes before the welcome is taken as any other
+// (PROTOCOL.md 7.2, implementation note): the link comes up with the
+// welcome that follows, the config applied and the job acked. The phone
+// failed the link on the first frame that was not a welcome.
+func TestFramesBeforeWelcomeAreTaken(t *testing.T) {
+	t.Parallel()
+	acks := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+		defer cancel()
+		if _, _, err := ws.Read(ctx); err != nil { // hello
+			return
+		}
+		for _, f := range []proto.Frame{
+			proto.Config{SelectedSIM: "SIM2", DeviceName: "Front desk"},
+			proto.Send{ID: "job-1", Channel: proto.ChannelSMS, To: "+15551234567", Message: "hi", SIMSlot: proto.SIM1, ExpiresAt: "2999-01-01T00:00:00.000Z"},
+			proto.Welcome{DeviceFingerprint: "p", ServerTime: "2026-11-22T10:04:05.123Z", PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "SIM2"},
+		} {
+			data, _ := proto.Encode(f)
+			if ws.Write(ctx, websocket.MessageText, data) != nil {
+				return
+			}
+		}
+		for {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			if a, ok := decoded(data).(*proto.Ack); ok {
+				acks <- a.ID
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	up := make(chan struct{}, 4)
+	configs := make(chan string, 4)
+	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
+		OnState: func(online bool, _ error) {
+			if online {
+				up <- struct{}{}
+			}
+		},
+		OnConfig: func(c proto.Config) { configs <- c.SelectedSIM }})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	for _, w := range []struct {
+		what string
+		ok   func() bool
+	}{
+		{"config", func() bool { return <-configs == "SIM2" }},
+		{"ack of job-1", func() bool { return <-acks == "job-1" }},
+		{"link up", func() bool { <-up; return true }},
+	} {
+		got := make(chan bool, 1)
+		go func() { got <- w.ok() }()
+		select {
+		case ok := <-got:
+			if !ok {
+				t.Fatalf("%s: not as sent", w.what)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no %s: the frames before the welcome failed the link", w.what)
+		}
+	}
+}

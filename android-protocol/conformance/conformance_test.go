@@ -1365,6 +1365,39 @@ func linkErrors(t *testing.T, s *server) {
 		}
 	})
 
+	// The limit is exact (section 6): a frame of 65,536 bytes is taken, one
+	// byte more closes with 1009. A field the server does not know pads
+	// an inbound to the size (a receiver ignores unknown fields, section 8).
+	t.Run("frame of exactly 64 KiB", func(t *testing.T) {
+		padded := func(clientID string, size int) []byte {
+			in := map[string]string{"type": "inbound", "client_id": clientID, "channel": "sms", "from": "+15551234567",
+				"message": "exactly at the limit", "sim_slot": "SIM1", "received_at": phoneTime(time.Now()), "conformance_pad": ""}
+			data, _ := json.Marshal(in)
+			in["conformance_pad"] = strings.Repeat("p", size-len(data))
+			data, _ = json.Marshal(in)
+			if len(data) != size {
+				t.Fatalf("padded frame of %d bytes, want %d", len(data), size)
+			}
+			return data
+		}
+		l := fresh(t)
+		l.handshake(b, good)
+		l.writeRaw(padded("conf-64k", 65536))
+		if f := l.expect("inbound_ack"); f.str(t, "client_id") != "conf-64k" {
+			t.Fatalf("inbound_ack for %s, want conf-64k", f.raw)
+		}
+		l.close()
+
+		l = fresh(t)
+		l.handshake(b, good)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		_ = l.c.Write(ctx, websocket.MessageText, padded("conf-64k-1", 65537)) // the server may close while we write
+		if seen := l.expectClose(1009, wait); len(seen) != 0 {
+			t.Fatalf("frames before 1009: %d, want none", len(seen))
+		}
+	})
+
 	t.Run("flood", func(t *testing.T) {
 		l := fresh(t)
 		l.handshake(b, good)
