@@ -464,3 +464,25 @@ func TestSettingsWithAnUnreadableAPIKeyOffersItsRotation(t *testing.T) {
 		t.Fatalf("GET /console/settings after the rotation: %d, want the new key shown; body %s", got.status, got.body)
 	}
 }
+
+// TestInvitingAMemberAgainNamesTheEmailField: an invitation to an address
+// the company already has is refused beside the e-mail address, the field
+// to change (it was a banner alone, beside no field, and focused none).
+func TestInvitingAMemberAgainNamesTheEmailField(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	form := url.Values{"email": {"mo@acme.test"}, "firstName": {"Mo"}, "lastName": {"Member"}, "role": {"member"}}
+	if p := b.post("/console/team/invite", form); p.status != http.StatusOK {
+		t.Fatalf("first invitation: %d %s", p.status, p.body)
+	}
+	for _, addr := range []string{"mo@acme.test", "ada@acme.test"} {
+		form.Set("email", addr)
+		p := b.post("/console/team/invite", form)
+		if p.status != http.StatusConflict || !strings.Contains(p.body, `"field":"email"`) || !strings.Contains(p.body, "already exists") {
+			t.Errorf("inviting %s again: got %d %s, want 409 naming email", addr, p.status, p.body)
+		}
+	}
+}
