@@ -486,3 +486,31 @@ func TestInvitingAMemberAgainNamesTheEmailField(t *testing.T) {
 		}
 	}
 }
+
+// TestMembersReadWhoChangesWhatTheyCannot: a member's page shows the
+// company's settings, webhooks, team, plans and keyword switch read only,
+// without the admins' buttons; it says that an admin changes them, where
+// it left read-only fields with no word of why nothing could be saved.
+// An admin's page says nothing of it.
+func TestMembersReadWhoChangesWhatTheyCannot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	mo := e.member(ada)
+	for path, says := range map[string]string{
+		"/console/webhooks": "Only an admin changes the entries and the signing secret.",
+		"/console/settings": "Only an admin changes the company's profile.",
+		"/console/team":     "Only an admin invites members, changes roles and removes users.",
+		"/console/billing":  "Only an admin switches the plan.",
+		"/console/opt-outs": "Only an admin turns them off and on.",
+	} {
+		if p := mo.get(path); p.status != http.StatusOK || !strings.Contains(p.body, `<p class="muted" id="admin-only">`+says+`</p>`) {
+			t.Errorf("%s for a member: %d, want %q", path, p.status, says)
+		}
+		if p := ada.get(path); p.status != http.StatusOK || strings.Contains(p.body, `id="admin-only"`) {
+			t.Errorf("%s for an admin: %d, says only an admin changes it", path, p.status)
+		}
+	}
+}
