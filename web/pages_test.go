@@ -514,3 +514,30 @@ func TestMembersReadWhoChangesWhatTheyCannot(t *testing.T) {
 		}
 	}
 }
+
+// TestDevicesPageSaysThePlanHasNoRoomForAPhone: a company whose plan's
+// devices are all registered reads, beside "Pair a phone", that a new
+// phone would be refused and what to do, with a link to the plans. It got
+// a code and a panel that waited for a phone the server refused (the
+// refusal told to the phone alone) until the code expired. A code still
+// pairs a phone registered already (its fingerprint), so it is offered.
+func TestDevicesPageSaysThePlanHasNoRoomForAPhone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ada := e.acmeWithPhone()
+	const note = `id="device-limit"`
+	if p := ada.get("/console/devices"); p.status != http.StatusOK || strings.Contains(p.body, note) {
+		t.Fatalf("an unlimited plan's devices page: %d, says the plan is full", p.status)
+	}
+	if p := ada.post("/console/billing/subscribe", url.Values{"plan_id": {"free"}}); p.status != http.StatusOK {
+		t.Fatalf("switch to Free: %d %s", p.status, p.body)
+	}
+	p := ada.get("/console/devices")
+	want := `<p class="muted" id="device-limit">The company's plan allows 1 device and it is registered: a new phone cannot pair. Delete a device, or choose a larger plan on the <a href="/console/billing">billing page</a>.</p>`
+	if p.status != http.StatusOK || !strings.Contains(p.body, want) {
+		t.Errorf("the devices page on Free with its device: %d, want %s", p.status, want)
+	}
+	if !strings.Contains(p.body, `action="/console/pairing"`) {
+		t.Error("the full plan's page offers no pairing code (a phone registered already re-pairs with one)")
+	}
+}
