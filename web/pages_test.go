@@ -541,3 +541,31 @@ func TestDevicesPageSaysThePlanHasNoRoomForAPhone(t *testing.T) {
 		t.Error("the full plan's page offers no pairing code (a phone registered already re-pairs with one)")
 	}
 }
+
+// TestSettingsFieldsSayWhatTheyHold: the company's fields say their
+// purpose as the sign-up form's do (a phone keypad for the phone, the
+// browser's autofill for the organisation and its address: WCAG 1.3.5);
+// they were plain text fields.
+func TestSettingsFieldsSayWhatTheyHold(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	p := ada.get("/console/settings")
+	for id, want := range map[string]string{
+		"co-name": `type="text" autocomplete="organization"`, "co-phone": `type="tel" autocomplete="tel"`,
+		"co-address": `type="text" autocomplete="street-address"`, "co-city": `type="text" autocomplete="address-level2"`,
+		"co-state": `type="text" autocomplete="address-level1"`, "co-country": `type="text" autocomplete="country"`,
+		"co-region": `type="text" autocomplete="off"`,
+	} {
+		at := strings.Index(p.body, `<input id="`+id+`"`)
+		if at < 0 {
+			t.Errorf("the settings page has no input %s", id)
+			continue
+		}
+		if tag := p.body[at : at+strings.Index(p.body[at:], ">")]; !strings.Contains(tag, want) {
+			t.Errorf("the settings page's %s: %s, want %s", id, tag, want)
+		}
+	}
+}
