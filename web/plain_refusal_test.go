@@ -65,3 +65,33 @@ func TestPlainPostOfASendToAnOptedOutNumberComesBack(t *testing.T) {
 		t.Fatalf("refused to %s: %d, banner %q", to, p.status, banner(p))
 	}
 }
+
+// TestBrowserSendAtSaysWhichTimeItReads: the send box's Send at is read in
+// the person's own time by the page's script and as UTC without it; its
+// label says which. Without the script it said "in your local time" above
+// a hint that times are in UTC, and the time typed was read as UTC.
+func TestBrowserSendAtSaysWhichTimeItReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.acmeWithPhone()
+	label := `document.querySelector('label[for="send_at"]').textContent`
+	for _, c := range []struct {
+		script bool
+		want   string
+	}{{true, "Send at, in your local time (optional: empty sends now)"}, {false, "Send at, in UTC (optional: empty sends now)"}} {
+		ctx := chrome(t)
+		if !c.script {
+			if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+		do(t, ctx, "open the thread", chromedp.Navigate(e.url+"/console/messages?device=fp-1"), chromedp.WaitVisible(chromedp.CSS(`#send`)))
+		if c.script {
+			waitFor(t, ctx, "the script", `document.readyState === "complete" && document.getElementById("send_at-zone").textContent.indexOf("Your time zone") === 0`)
+		}
+		if got := eval[string](t, ctx, label); got != c.want {
+			t.Errorf("with the script %v the label reads %q, want %q", c.script, got, c.want)
+		}
+	}
+}

@@ -96,6 +96,10 @@
   document.querySelectorAll("[data-local-zone]").forEach(function (hint) {
     var input = document.getElementById(hint.id.replace(/-zone$/, ""));
     if (!input) { return; }
+    // Without this script the time is read as UTC, and the label says so;
+    // the script turns the person's own time into UTC when the form is sent.
+    var reads = document.getElementById(input.id + "-reads");
+    if (reads) { reads.textContent = "in your local time"; }
     var show = function () {
       var d = input.value ? new Date(input.value) : null;
       var where = "Your time zone" + (zone ? ": " + zone : " is your device's") + ".";
