@@ -95,3 +95,35 @@ func TestBrowserSendAtSaysWhichTimeItReads(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserPairingPanelWithoutTheScriptSaysToReload: the pairing panel
+// turns into the new device by its script's asking; where the script does
+// not run, the panel says to reload the page (a link that keeps the code),
+// not that it will turn into the device, which it never did.
+func TestBrowserPairingPanelWithoutTheScriptSaysToReload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	for _, c := range []struct {
+		script bool
+		want   string
+	}{{true, "This panel turns into the device when it does."}, {false, "Reload this page once it has: it then lists the new device."}} {
+		ctx := chrome(t)
+		if !c.script {
+			if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+		do(t, ctx, "ask for a code", chromedp.Navigate(e.url+"/console/devices"), chromedp.Click(chromedp.CSS(`main form[action="/console/pairing"] button`)))
+		waitFor(t, ctx, "the panel", `document.readyState === "complete" && !!document.getElementById("pairing-status")`)
+		if got := eval[string](t, ctx, `document.getElementById("pairing-status").textContent`); !strings.Contains(got, c.want) {
+			t.Errorf("with the script %v the panel says %q, want %q", c.script, got, c.want)
+		}
+		if !c.script {
+			if got := eval[string](t, ctx, `((document.querySelector("#pairing-status a")||{}).search||"")`); !strings.HasPrefix(got, "?pairing=") {
+				t.Errorf("the reload link's query is %q, want the code's", got)
+			}
+		}
+	}
+}

@@ -268,6 +268,10 @@
   // Devices: the pairing panel becomes the new device once it registers.
   var pairing = document.getElementById("pairing");
   if (pairing) {
+    // The page says to reload it, for a browser without this script; with
+    // it, the panel turns into the device by itself.
+    var waiting = document.getElementById("pairing-status");
+    if (waiting) { waiting.textContent = "Waiting for the phone to register… This panel turns into the device when it does."; }
     var known = (pairing.getAttribute("data-known") || "").split(" ").filter(Boolean);
     // expiredPairing: no phone can register with the code any more, so the
     // panel stops asking and offers a new code (the page's own form).
