@@ -569,3 +569,20 @@ func TestSettingsFieldsSayWhatTheyHold(t *testing.T) {
 		}
 	}
 }
+
+// TestDeliveriesLogIsNamedDeliveries: the deliveries log's section is
+// named by its heading alone; the refresh link sat inside the heading, so
+// the section and the heading read "Deliveries refresh".
+func TestDeliveriesLogIsNamedDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	p := ada.get("/console/webhooks")
+	for _, want := range []string{`<h2 id="log-h">Deliveries</h2>`, `<a href="/console/webhooks">Refresh the deliveries</a>`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the webhooks page has no %s", want)
+		}
+	}
+}
