@@ -586,3 +586,29 @@ func TestDeliveriesLogIsNamedDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// TestSignInUnverifiedSaysHowToGetAnotherLink: an owner who signed up and
+// lost the verification mail is told at sign-in how to get a link that
+// verifies the address (a password reset's does), after the API's own
+// sentence; there is no other way to ask for one, and the refusal said only
+// to follow the link in the message.
+func TestSignInUnverifiedSaysHowToGetAnotherLink(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.browser()
+	anon := tokenOf(t, b.get("/console/signup"))
+	if p := b.post("/console/signup", url.Values{"csrf": {anon}, "company.name": {"Acme"}, "company.phone": {"+14155550100"}, "owner.firstName": {"Ada"},
+		"owner.lastName": {"L"}, "owner.email": {"ada@acme.test"}, "owner.password": {"Correct1horse"}, "password2": {"Correct1horse"}}); p.status != http.StatusOK {
+		t.Fatalf("sign up: %d %s", p.status, p.body)
+	}
+	anon = tokenOf(t, b.get("/console/signin"))
+	p := b.post("/console/signin", url.Values{"csrf": {anon}, "email": {"ada@acme.test"}, "password": {"Correct1horse"}})
+	var out struct{ Error, Message string }
+	if err := json.Unmarshal([]byte(p.body), &out); err != nil || p.status != http.StatusForbidden || out.Error != "email_not_verified" {
+		t.Fatalf("unverified sign-in: %d %s", p.status, p.body)
+	}
+	const want = "Verify your e-mail address first: follow the link in the message we sent. No message? \"Forgot your password?\" below e-mails a link that verifies the address too."
+	if out.Message != want {
+		t.Errorf("unverified sign-in says %q, want %q", out.Message, want)
+	}
+}
