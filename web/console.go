@@ -243,7 +243,7 @@ var funcs = template.FuncMap{
 	// with its input type and autofill purpose, as the sign-up form's.
 	"companyFields": func(co store.Company) []struct{ Name, Label, Value, Type, Autocomplete string } {
 		return []struct{ Name, Label, Value, Type, Autocomplete string }{
-			{"name", "Name", co.Name, "text", "organization"}, {"phone", "Phone (E.164)", co.Phone, "tel", "tel"},
+			{"name", "Name", co.Name, "text", "organization"}, {"phone", "Phone (international format, such as +14155550100)", co.Phone, "tel", "tel"},
 			{"address", "Address", co.Address, "text", "street-address"}, {"city", "City", co.City, "text", "address-level2"},
 			{"state", "State", co.State, "text", "address-level1"}, {"country", "Country (two letters)", co.Country, "text", "country"},
 			{"region", "Region of numbers written without + (two letters, e.g. GB; empty: + required)", co.Region, "text", "off"},

@@ -612,3 +612,26 @@ func TestSignInUnverifiedSaysHowToGetAnotherLink(t *testing.T) {
 		t.Errorf("unverified sign-in says %q, want %q", out.Message, want)
 	}
 }
+
+// TestPhoneLabelsSayInternationalFormat: the phone fields' labels name the
+// format as their error does ("must be in international format: + then 8
+// to 15 digits") and as the pages write numbers, with an example; they said
+// "E.164", a word of the standard that no message of the console explains.
+func TestPhoneLabelsSayInternationalFormat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	if p := ada.get("/console/signup"); !strings.Contains(p.body, `<label for="company.phone">Company phone (international format, such as +14155550100)</label>`) || strings.Contains(p.body, "E.164") {
+		t.Error("the sign-up page's phone label does not say international format")
+	}
+	ada.signIn("ada@acme.test", "Correct1horse")
+	for path, want := range map[string]string{
+		"/console/settings":  `<label for="co-phone">Phone (international format, such as &#43;14155550100)</label>`,
+		"/console/opt-outs": `<label for="optout-phone">Phone (international format, such as +14155550100)</label>`,
+	} {
+		if p := ada.get(path); !strings.Contains(p.body, want) || strings.Contains(p.body, "E.164") {
+			t.Errorf("%s: want %s and no E.164", path, want)
+		}
+	}
+}
