@@ -627,7 +627,7 @@ func TestPhoneLabelsSayInternationalFormat(t *testing.T) {
 	}
 	ada.signIn("ada@acme.test", "Correct1horse")
 	for path, want := range map[string]string{
-		"/console/settings":  `<label for="co-phone">Phone (international format, such as &#43;14155550100)</label>`,
+		"/console/settings": `<label for="co-phone">Phone (international format, such as &#43;14155550100)</label>`,
 		"/console/opt-outs": `<label for="optout-phone">Phone (international format, such as +14155550100)</label>`,
 	} {
 		if p := ada.get(path); !strings.Contains(p.body, want) || strings.Contains(p.body, "E.164") {
