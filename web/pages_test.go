@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/account"
+	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/pacing"
@@ -632,6 +633,32 @@ func TestPhoneLabelsSayInternationalFormat(t *testing.T) {
 	} {
 		if p := ada.get(path); !strings.Contains(p.body, want) || strings.Contains(p.body, "E.164") {
 			t.Errorf("%s: want %s and no E.164", path, want)
+		}
+	}
+}
+
+// TestMoreNumbersWrittenInInternationalFormat: a SIM's number on the
+// devices page and an opt-out entry's Remove button (its name and its
+// question) write the number as the lists do ("+44 7400 123456"); they
+// showed the E.164 string beside the formatted one.
+func TestMoreNumbersWrittenInInternationalFormat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.runPhone(e.registerPhone(e.pairingCode(key), "fp-1"), proto.Hello{AppVersion: "1.2.3", SelectedSIM: "BOTH",
+		SIMs: []proto.SIM{{Slot: "SIM1", Carrier: "Acme Mobile", PhoneNumber: "+15550109001"}, {Slot: "SIM2"}}}, false)
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	if p := ada.get("/console/devices"); !strings.Contains(p.body, `SIM1: <bdi>Acme Mobile</bdi> <bdi>&#43;1 555-010-9001</bdi>`) {
+		t.Error("the devices page does not write the SIM's number in international format")
+	}
+	if p := ada.post("/console/opt-outs", url.Values{"phone": {"+447400123456"}}); p.status != http.StatusOK {
+		t.Fatalf("add: %d %s", p.status, p.body)
+	}
+	p := ada.get("/console/opt-outs")
+	for _, want := range []string{`data-confirm="Take &#43;44 7400 123456 off the list? Sends to it will be allowed again."`, `aria-label="Remove &#43;44 7400 123456"`, `name="phone" value="&#43;447400123456"`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the opt-out list has no %s", want)
 		}
 	}
 }
