@@ -662,3 +662,20 @@ func TestMoreNumbersWrittenInInternationalFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestEmailedPagesLinkToANewLink: the pages an e-mailed link opens say,
+// when the link is used or expired, "Ask for a new one"; they now offer
+// where (the forgot-password page, whose link sets the password and
+// verifies the address, for an invitation too) and the way to sign in.
+// They linked nowhere: the person was left on a page with no way on.
+func TestEmailedPagesLinkToANewLink(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.browser()
+	for _, path := range []string{"/verify-email?token=bogus", "/reset-password?token=bogus", "/verify-email", "/reset-password"} {
+		p := b.get(path)
+		if p.status != http.StatusOK || !strings.Contains(p.body, `<a href="/console/forgot-password">Ask for a new link</a>`) || !strings.Contains(p.body, `<a href="/console/signin">Sign in</a>`) {
+			t.Errorf("%s: %d, no link to ask for a new link and to sign in", path, p.status)
+		}
+	}
+}
