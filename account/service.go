@@ -349,6 +349,10 @@ func (s *Service) issueAccess(u store.User) (string, error) {
 	return tok, nil
 }
 
+// EmailTaken is the message of the 409 conflict for an address that
+// already has a user: the console shows it beside the e-mail field.
+const EmailTaken = "A user with this e-mail address already exists."
+
 // mapStoreErr turns store sentinels into the catalog; what is left is a server fault.
 func mapStoreErr(err error, what string) error {
 	switch {
@@ -359,7 +363,7 @@ func mapStoreErr(err error, what string) error {
 	case errors.Is(err, store.ErrLastAdmin):
 		return problem.New(problem.Conflict, "The company must keep at least one admin.")
 	case errors.Is(err, store.ErrConflict):
-		return problem.New(problem.Conflict, "A user with this e-mail address already exists.")
+		return problem.New(problem.Conflict, EmailTaken)
 	case errors.Is(err, store.ErrTooManyUsers):
 		return problem.Newf(problem.Conflict, "A company may have at most %d users, invitations not yet accepted included; remove one first.", store.MaxUsers)
 	}

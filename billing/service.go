@@ -281,6 +281,17 @@ func (s *Service) Limits(sub store.Subscription, found bool, now time.Time) stor
 	return store.PlanLimits{Messages: orUnlimited(p.Limits.MessagesPerMonth), Devices: orUnlimited(p.Limits.Devices), PeriodStart: from, PeriodEnd: to}
 }
 
+// DeviceLimit is how many devices the company's plan allows now, -1 for
+// no limit: the limit a phone's registration is held to (Limits).
+func (s *Service) DeviceLimit(companyID uint64) (int64, error) {
+	sub, found, err := s.store.Subscription(companyID)
+	if err != nil {
+		return 0, err
+	}
+	p, _ := s.effective(sub, found, s.now())
+	return orUnlimited(p.Limits.Devices), nil
+}
+
 // Period is the span the company's plan counts its messages over now
 // (httpapi.Period): the billing period, or its current month when it is
 // longer (window). The dashboard's creditsUsed counts over it, as

@@ -100,6 +100,13 @@ func safeNext(next string) string {
 func (c *Console) signin(w http.ResponseWriter, r *http.Request, _ *req) (outcome, error) {
 	ctx := account.WithDevice(r.Context(), account.PresentedDevice(r))
 	sess, err := c.deps.Accounts.ConsoleSignIn(ctx, r.PostFormValue("email"), r.PostFormValue("password"))
+	if pe, ok := problem.As(err); ok && pe.Code == problem.EmailNotVerified {
+		// A lost verification mail has no "send it again": the reset link
+		// the sign-in page offers verifies the address too (ResetPassword).
+		out := *pe
+		out.Message += ` No message? "Forgot your password?" below e-mails a link that verifies the address too.`
+		return outcome{}, &out
+	}
 	if err != nil {
 		return outcome{}, err
 	}

@@ -76,7 +76,7 @@ func TestBrowserBidiControlsStayInTheirName(t *testing.T) {
 	do(t, ctx, "open the devices", chromedp.EmulateViewport(1280, 800), chromedp.Navigate(e.url+"/console/devices"), chromedp.WaitReady(chromedp.CSS(`#device-fp-1`)))
 	for _, c := range []struct{ sel, want string }{
 		{"#device-fp-1 h2", "online"},
-		{"#device-fp-1 .facts", "+15550109001"},
+		{"#device-fp-1 .facts", "+1 555-010-9001"},
 	} {
 		if got := eval[string](t, ctx, readsLeftToRight(c.sel, c.want)); got != "ltr" {
 			t.Errorf("devices page, %s %q: %s", c.sel, c.want, got)

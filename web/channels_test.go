@@ -88,7 +88,7 @@ func TestNumbersPageForAMember(t *testing.T) {
 	if list.status != http.StatusOK {
 		t.Fatalf("GET /console/numbers: %d", list.status)
 	}
-	for _, want := range []string{`id="number-` + wa + `"`, "&#43;15550100001", "ana@example.com", "Agent agent-1", "online", "4 / 100 / 500", "warm-up"} {
+	for _, want := range []string{`id="number-` + wa + `"`, "&#43;1 555-010-0001", "ana@example.com", "Agent agent-1", "online", "4 / 100 / 500", "warm-up"} {
 		if !strings.Contains(list.body, want) {
 			t.Errorf("the list lacks %q", want)
 		}
@@ -178,7 +178,7 @@ func TestNumbersOfAnotherCompanyAreNotFound(t *testing.T) {
 			t.Errorf("POST %s across companies: got %d %s, want 404", c.path, got.status, got.body)
 		}
 	}
-	if p := bo.get("/console/numbers"); strings.Contains(p.body, "15550100001") || strings.Contains(p.body, "ana@example.com") {
+	if p := bo.get("/console/numbers"); strings.Contains(p.body, "15550100001") || strings.Contains(p.body, "555-010-0001") || strings.Contains(p.body, "ana@example.com") {
 		t.Error("another company's numbers are listed")
 	}
 	n, err := e.agents.Number(t.Context(), 1, channel.WhatsApp, wa)
@@ -243,5 +243,33 @@ func waitEventAll(t *testing.T, ch <-chan [2]string, wants ...string) string {
 		case <-deadline:
 			t.Fatalf("no event with %v within 10 s", wants)
 		}
+	}
+}
+
+// TestWhatsAppNumbersWrittenAsTheMessagesPageWritesNumbers: a WhatsApp
+// number is written in international format on the numbers list, its own
+// page's heading and its notices ("+1 555-010-0001"), as the messages page
+// and the opt-out list write numbers; they showed the E.164 string. An
+// iMessage handle that is an address is shown as it is.
+func TestWhatsAppNumbersWrittenAsTheMessagesPageWritesNumbers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.runAgent(e.pairingCode(key), "agent-1", []string{"+15550100001"}, []string{"ana@example.com"}, false)
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	wa := e.numberID(1, channel.WhatsApp, "+15550100001")
+	const shown = "&#43;1 555-010-0001"
+	list := ada.get("/console/numbers")
+	if !strings.Contains(list.body, `"><bdi>`+shown+`</bdi></a>`) || !strings.Contains(list.body, `><bdi>ana@example.com</bdi></a>`) {
+		t.Errorf("the numbers list does not write %s, and the handle as it is", shown)
+	}
+	if p := ada.get("/console/numbers/whatsapp/" + wa); !strings.Contains(p.body, "<h1><bdi>"+shown+"</bdi></h1>") {
+		t.Errorf("the number's page heading is not %s", shown)
+	}
+	var out struct{ Notice string }
+	p := ada.post("/console/numbers/whatsapp/"+wa+"/status", url.Values{"status": {"paused"}})
+	if err := json.Unmarshal([]byte(p.body), &out); err != nil || !strings.HasPrefix(out.Notice, "+1 555-010-0001 paused") {
+		t.Errorf("pause notice: %d %s", p.status, p.body)
 	}
 }

@@ -239,11 +239,14 @@ var funcs = template.FuncMap{
 	"plural": plural,
 	"limit":  limit,
 	"roles":  func() []string { return roles },
-	"companyFields": func(co store.Company) []struct{ Name, Label, Value string } {
-		return []struct{ Name, Label, Value string }{
-			{"name", "Name", co.Name}, {"phone", "Phone (E.164)", co.Phone}, {"address", "Address", co.Address},
-			{"city", "City", co.City}, {"state", "State", co.State}, {"country", "Country (two letters)", co.Country},
-			{"region", "Region of numbers written without + (two letters, e.g. GB; empty: + required)", co.Region},
+	// companyFields are the settings page's fields of the company, each
+	// with its input type and autofill purpose, as the sign-up form's.
+	"companyFields": func(co store.Company) []struct{ Name, Label, Value, Type, Autocomplete string } {
+		return []struct{ Name, Label, Value, Type, Autocomplete string }{
+			{"name", "Name", co.Name, "text", "organization"}, {"phone", "Phone (international format, such as +14155550100)", co.Phone, "tel", "tel"},
+			{"address", "Address", co.Address, "text", "street-address"}, {"city", "City", co.City, "text", "address-level2"},
+			{"state", "State", co.State, "text", "address-level1"}, {"country", "Country (two letters)", co.Country, "text", "country"},
+			{"region", "Region of numbers written without + (two letters, e.g. GB; empty: + required)", co.Region, "text", "off"},
 		}
 	},
 	"channels":       func() []string { return []string{"sms", "whatsapp", "imessage"} },

@@ -132,6 +132,9 @@ type devicesData struct {
 	// LiveSince is the live view's mark, taken before the devices were
 	// read (Broker.Mark): its stream says whether to reload the badges.
 	LiveSince string
+	// Full is the plan's device limit when the company has that many
+	// devices (a new phone's registration is refused), else 0.
+	Full int64
 }
 
 // deviceBack is the page a plain post of a device's form comes back to
@@ -151,6 +154,18 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 		return err
 	}
 	data := devicesData{Devices: rows, ErrDevice: query(r).Get("device"), LiveSince: since}
+	if c.deps.Billing != nil {
+		// A plan with no room left refuses a new phone at its registration,
+		// which the phone alone is told: the page says so beside the
+		// button, which stays (a phone registered already re-pairs).
+		limit, err := c.deps.Billing.DeviceLimit(q.p().CompanyID)
+		if err != nil {
+			return err
+		}
+		if limit >= 0 && int64(len(rows)) >= limit {
+			data.Full = limit
+		}
+	}
 	if code := query(r).Get("pairing"); code != "" {
 		uri, err := c.deps.Devices.PairingURI(r.Context(), q.p().CompanyID, code)
 		if pe, ok := problem.As(err); ok && pe.Code == problem.NotFound {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/internal/bidi"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 )
@@ -233,7 +234,7 @@ func (c *Console) setNumberStatus(w http.ResponseWriter, r *http.Request, q *req
 	if n.Status == store.NumberPaused {
 		verb = "paused: sends through it are refused, and those already queued held, until it is resumed"
 	}
-	return outcome{Redirect: numberPath(n), Notice: bidi.Isolate(n.Address) + " " + verb + "."}, nil
+	return outcome{Redirect: numberPath(n), Notice: bidi.Isolate(numplan.Display(n.Address)) + " " + verb + "."}, nil
 }
 
 // setNumberPacing sets the caps and the gap as PATCH does, with the same
@@ -271,7 +272,7 @@ func (c *Console) setNumberPacing(w http.ResponseWriter, r *http.Request, q *req
 	if err != nil {
 		return outcome{}, err
 	}
-	return outcome{Redirect: numberPath(n), Notice: "Caps and gap of " + bidi.Isolate(n.Address) + " saved."}, nil
+	return outcome{Redirect: numberPath(n), Notice: "Caps and gap of " + bidi.Isolate(numplan.Display(n.Address)) + " saved."}, nil
 }
 
 func formInt(r *http.Request, field string) (int, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,7 +34,37 @@ func TestOptOutNoticesIsolateTheEntry(t *testing.T) {
 		t.Errorf("remove notice %q, want %q", got, want)
 	}
 	// A number needs no isolate, and gets none.
-	if got, want := notice(ada.post("/console/opt-outs", url.Values{"phone": {"+14155550100"}})), "+14155550100 is on the list: sends to it are refused."; got != want {
+	if got, want := notice(ada.post("/console/opt-outs", url.Values{"phone": {"+14155550100"}})), "+1 415-555-0100 is on the list: sends to it are refused."; got != want {
 		t.Errorf("add notice %q, want %q", got, want)
+	}
+}
+
+// TestOptOutNoticesWriteTheNumberAsTheListDoes: the notice of an added or
+// removed number writes it in international format, as the list under it
+// does ("+44 7400 123456"), not as the stored E.164 string, whatever way it
+// was typed.
+func TestOptOutNoticesWriteTheNumberAsTheListDoes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ada := e.acmeWithPhone()
+	notice := func(p page) string {
+		t.Helper()
+		var out struct{ Notice string }
+		if p.status != http.StatusOK || json.Unmarshal([]byte(p.body), &out) != nil {
+			t.Fatalf("%d %s", p.status, p.body)
+		}
+		return out.Notice
+	}
+	for _, c := range []struct{ path, typed, want string }{
+		{"/console/opt-outs", "+447400123456", "+44 7400 123456 is on the list: sends to it are refused."},
+		{"/console/opt-outs", "+44 (7400) 123-456", "+44 7400 123456 was on the list already."},
+		{"/console/opt-outs/remove", "+447400123456", "+44 7400 123456 is off the list."},
+	} {
+		if got := notice(ada.post(c.path, url.Values{"phone": {c.typed}})); got != c.want {
+			t.Errorf("%s %q: notice %q, want %q", c.path, c.typed, got, c.want)
+		}
+	}
+	if p := ada.get("/console/opt-outs"); p.status != http.StatusOK || !strings.Contains(p.body, "Nobody has opted out.") {
+		t.Errorf("the list after the removal: %d", p.status)
 	}
 }

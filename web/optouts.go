@@ -5,6 +5,7 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/bidi"
+	"github.com/simrelay/simrelay/phone/numplan"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/sms"
 	"github.com/simrelay/simrelay/store"
@@ -48,9 +49,9 @@ func (c *Console) addOptOut(w http.ResponseWriter, r *http.Request, q *req) (out
 		return outcome{}, err
 	}
 	if !created {
-		return outcome{Notice: bidi.Isolate(o.Phone) + " was on the list already."}, nil
+		return outcome{Notice: bidi.Isolate(numplan.Display(o.Phone)) + " was on the list already."}, nil
 	}
-	return outcome{Notice: bidi.Isolate(o.Phone) + " is on the list: sends to it are refused."}, nil
+	return outcome{Notice: bidi.Isolate(numplan.Display(o.Phone)) + " is on the list: sends to it are refused."}, nil
 }
 
 func (c *Console) removeOptOut(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {
@@ -58,10 +59,11 @@ func (c *Console) removeOptOut(w http.ResponseWriter, r *http.Request, q *req) (
 	if err := c.deps.SMS.RemoveOptOut(r.Context(), q.p().CompanyID, number); err != nil {
 		return outcome{}, err
 	}
-	// As typed: an entry a keyword added is listed as its phone reported
-	// the sender, which may be a name (right-to-left, or with a
-	// directional control), and is removed by that form.
-	return outcome{Notice: bidi.Isolate(number) + " is off the list."}, nil
+	// As the list shows it: a number in international format; an entry a
+	// keyword added is listed as its phone reported the sender, which may
+	// be a name (right-to-left, or with a directional control), is removed
+	// by that form and shown as it is (Display leaves what is not E.164).
+	return outcome{Notice: bidi.Isolate(numplan.Display(number)) + " is off the list."}, nil
 }
 
 func (c *Console) setOptOutKeywords(w http.ResponseWriter, r *http.Request, q *req) (outcome, error) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/simrelay/simrelay/account"
+	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/pacing"
@@ -462,5 +463,219 @@ func TestSettingsWithAnUnreadableAPIKeyOffersItsRotation(t *testing.T) {
 	}
 	if got := admin.get("/console/settings"); got.status != http.StatusOK || !strings.Contains(got.body, `id="api-key"`) {
 		t.Fatalf("GET /console/settings after the rotation: %d, want the new key shown; body %s", got.status, got.body)
+	}
+}
+
+// TestInvitingAMemberAgainNamesTheEmailField: an invitation to an address
+// the company already has is refused beside the e-mail address, the field
+// to change (it was a banner alone, beside no field, and focused none).
+func TestInvitingAMemberAgainNamesTheEmailField(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	form := url.Values{"email": {"mo@acme.test"}, "firstName": {"Mo"}, "lastName": {"Member"}, "role": {"member"}}
+	if p := b.post("/console/team/invite", form); p.status != http.StatusOK {
+		t.Fatalf("first invitation: %d %s", p.status, p.body)
+	}
+	for _, addr := range []string{"mo@acme.test", "ada@acme.test"} {
+		form.Set("email", addr)
+		p := b.post("/console/team/invite", form)
+		if p.status != http.StatusConflict || !strings.Contains(p.body, `"field":"email"`) || !strings.Contains(p.body, "already exists") {
+			t.Errorf("inviting %s again: got %d %s, want 409 naming email", addr, p.status, p.body)
+		}
+	}
+}
+
+// TestMembersReadWhoChangesWhatTheyCannot: a member's page shows the
+// company's settings, webhooks, team, plans and keyword switch read only,
+// without the admins' buttons; it says that an admin changes them, where
+// it left read-only fields with no word of why nothing could be saved.
+// An admin's page says nothing of it.
+func TestMembersReadWhoChangesWhatTheyCannot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	mo := e.member(ada)
+	for path, says := range map[string]string{
+		"/console/webhooks": "Only an admin changes the entries and the signing secret.",
+		"/console/settings": "Only an admin changes the company's profile.",
+		"/console/team":     "Only an admin invites members, changes roles and removes users.",
+		"/console/billing":  "Only an admin switches the plan.",
+		"/console/opt-outs": "Only an admin turns them off and on.",
+	} {
+		if p := mo.get(path); p.status != http.StatusOK || !strings.Contains(p.body, `<p class="muted" id="admin-only">`+says+`</p>`) {
+			t.Errorf("%s for a member: %d, want %q", path, p.status, says)
+		}
+		if p := ada.get(path); p.status != http.StatusOK || strings.Contains(p.body, `id="admin-only"`) {
+			t.Errorf("%s for an admin: %d, says only an admin changes it", path, p.status)
+		}
+	}
+}
+
+// TestDevicesPageSaysThePlanHasNoRoomForAPhone: a company whose plan's
+// devices are all registered reads, beside "Pair a phone", that a new
+// phone would be refused and what to do, with a link to the plans. It got
+// a code and a panel that waited for a phone the server refused (the
+// refusal told to the phone alone) until the code expired. A code still
+// pairs a phone registered already (its fingerprint), so it is offered.
+func TestDevicesPageSaysThePlanHasNoRoomForAPhone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ada := e.acmeWithPhone()
+	const note = `id="device-limit"`
+	if p := ada.get("/console/devices"); p.status != http.StatusOK || strings.Contains(p.body, note) {
+		t.Fatalf("an unlimited plan's devices page: %d, says the plan is full", p.status)
+	}
+	if p := ada.post("/console/billing/subscribe", url.Values{"plan_id": {"free"}}); p.status != http.StatusOK {
+		t.Fatalf("switch to Free: %d %s", p.status, p.body)
+	}
+	p := ada.get("/console/devices")
+	want := `<p class="muted" id="device-limit">The company's plan allows 1 device and it is registered: a new phone cannot pair. Delete a device, or choose a larger plan on the <a href="/console/billing">billing page</a>.</p>`
+	if p.status != http.StatusOK || !strings.Contains(p.body, want) {
+		t.Errorf("the devices page on Free with its device: %d, want %s", p.status, want)
+	}
+	if !strings.Contains(p.body, `action="/console/pairing"`) {
+		t.Error("the full plan's page offers no pairing code (a phone registered already re-pairs with one)")
+	}
+}
+
+// TestSettingsFieldsSayWhatTheyHold: the company's fields say their
+// purpose as the sign-up form's do (a phone keypad for the phone, the
+// browser's autofill for the organisation and its address: WCAG 1.3.5);
+// they were plain text fields.
+func TestSettingsFieldsSayWhatTheyHold(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	p := ada.get("/console/settings")
+	for id, want := range map[string]string{
+		"co-name": `type="text" autocomplete="organization"`, "co-phone": `type="tel" autocomplete="tel"`,
+		"co-address": `type="text" autocomplete="street-address"`, "co-city": `type="text" autocomplete="address-level2"`,
+		"co-state": `type="text" autocomplete="address-level1"`, "co-country": `type="text" autocomplete="country"`,
+		"co-region": `type="text" autocomplete="off"`,
+	} {
+		at := strings.Index(p.body, `<input id="`+id+`"`)
+		if at < 0 {
+			t.Errorf("the settings page has no input %s", id)
+			continue
+		}
+		if tag := p.body[at : at+strings.Index(p.body[at:], ">")]; !strings.Contains(tag, want) {
+			t.Errorf("the settings page's %s: %s, want %s", id, tag, want)
+		}
+	}
+}
+
+// TestDeliveriesLogIsNamedDeliveries: the deliveries log's section is
+// named by its heading alone; the refresh link sat inside the heading, so
+// the section and the heading read "Deliveries refresh".
+func TestDeliveriesLogIsNamedDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	p := ada.get("/console/webhooks")
+	for _, want := range []string{`<h2 id="log-h">Deliveries</h2>`, `<a href="/console/webhooks">Refresh the deliveries</a>`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the webhooks page has no %s", want)
+		}
+	}
+}
+
+// TestSignInUnverifiedSaysHowToGetAnotherLink: an owner who signed up and
+// lost the verification mail is told at sign-in how to get a link that
+// verifies the address (a password reset's does), after the API's own
+// sentence; there is no other way to ask for one, and the refusal said only
+// to follow the link in the message.
+func TestSignInUnverifiedSaysHowToGetAnotherLink(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.browser()
+	anon := tokenOf(t, b.get("/console/signup"))
+	if p := b.post("/console/signup", url.Values{"csrf": {anon}, "company.name": {"Acme"}, "company.phone": {"+14155550100"}, "owner.firstName": {"Ada"},
+		"owner.lastName": {"L"}, "owner.email": {"ada@acme.test"}, "owner.password": {"Correct1horse"}, "password2": {"Correct1horse"}}); p.status != http.StatusOK {
+		t.Fatalf("sign up: %d %s", p.status, p.body)
+	}
+	anon = tokenOf(t, b.get("/console/signin"))
+	p := b.post("/console/signin", url.Values{"csrf": {anon}, "email": {"ada@acme.test"}, "password": {"Correct1horse"}})
+	var out struct{ Error, Message string }
+	if err := json.Unmarshal([]byte(p.body), &out); err != nil || p.status != http.StatusForbidden || out.Error != "email_not_verified" {
+		t.Fatalf("unverified sign-in: %d %s", p.status, p.body)
+	}
+	const want = "Verify your e-mail address first: follow the link in the message we sent. No message? \"Forgot your password?\" below e-mails a link that verifies the address too."
+	if out.Message != want {
+		t.Errorf("unverified sign-in says %q, want %q", out.Message, want)
+	}
+}
+
+// TestPhoneLabelsSayInternationalFormat: the phone fields' labels name the
+// format as their error does ("must be in international format: + then 8
+// to 15 digits") and as the pages write numbers, with an example; they said
+// "E.164", a word of the standard that no message of the console explains.
+func TestPhoneLabelsSayInternationalFormat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	ada := e.browser()
+	if p := ada.get("/console/signup"); !strings.Contains(p.body, `<label for="company.phone">Company phone (international format, such as +14155550100)</label>`) || strings.Contains(p.body, "E.164") {
+		t.Error("the sign-up page's phone label does not say international format")
+	}
+	ada.signIn("ada@acme.test", "Correct1horse")
+	for path, want := range map[string]string{
+		"/console/settings": `<label for="co-phone">Phone (international format, such as &#43;14155550100)</label>`,
+		"/console/opt-outs": `<label for="optout-phone">Phone (international format, such as +14155550100)</label>`,
+	} {
+		if p := ada.get(path); !strings.Contains(p.body, want) || strings.Contains(p.body, "E.164") {
+			t.Errorf("%s: want %s and no E.164", path, want)
+		}
+	}
+}
+
+// TestMoreNumbersWrittenInInternationalFormat: a SIM's number on the
+// devices page and an opt-out entry's Remove button (its name and its
+// question) write the number as the lists do ("+44 7400 123456"); they
+// showed the E.164 string beside the formatted one.
+func TestMoreNumbersWrittenInInternationalFormat(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.company("Acme", "ada@acme.test", "Correct1horse")
+	e.runPhone(e.registerPhone(e.pairingCode(key), "fp-1"), proto.Hello{AppVersion: "1.2.3", SelectedSIM: "BOTH",
+		SIMs: []proto.SIM{{Slot: "SIM1", Carrier: "Acme Mobile", PhoneNumber: "+15550109001"}, {Slot: "SIM2"}}}, false)
+	ada := e.browser()
+	ada.signIn("ada@acme.test", "Correct1horse")
+	if p := ada.get("/console/devices"); !strings.Contains(p.body, `SIM1: <bdi>Acme Mobile</bdi> <bdi>&#43;1 555-010-9001</bdi>`) {
+		t.Error("the devices page does not write the SIM's number in international format")
+	}
+	if p := ada.post("/console/opt-outs", url.Values{"phone": {"+447400123456"}}); p.status != http.StatusOK {
+		t.Fatalf("add: %d %s", p.status, p.body)
+	}
+	p := ada.get("/console/opt-outs")
+	for _, want := range []string{`data-confirm="Take &#43;44 7400 123456 off the list? Sends to it will be allowed again."`, `aria-label="Remove &#43;44 7400 123456"`, `name="phone" value="&#43;447400123456"`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the opt-out list has no %s", want)
+		}
+	}
+}
+
+// TestEmailedPagesLinkToANewLink: the pages an e-mailed link opens say,
+// when the link is used or expired, "Ask for a new one"; they now offer
+// where (the forgot-password page, whose link sets the password and
+// verifies the address, for an invitation too) and the way to sign in.
+// They linked nowhere: the person was left on a page with no way on.
+func TestEmailedPagesLinkToANewLink(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	b := e.browser()
+	for _, path := range []string{"/verify-email?token=bogus", "/reset-password?token=bogus", "/verify-email", "/reset-password"} {
+		p := b.get(path)
+		if p.status != http.StatusOK || !strings.Contains(p.body, `<a href="/console/forgot-password">Ask for a new link</a>`) || !strings.Contains(p.body, `<a href="/console/signin">Sign in</a>`) {
+			t.Errorf("%s: %d, no link to ask for a new link and to sign in", path, p.status)
+		}
 	}
 }

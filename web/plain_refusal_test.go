@@ -65,3 +65,65 @@ func TestPlainPostOfASendToAnOptedOutNumberComesBack(t *testing.T) {
 		t.Fatalf("refused to %s: %d, banner %q", to, p.status, banner(p))
 	}
 }
+
+// TestBrowserSendAtSaysWhichTimeItReads: the send box's Send at is read in
+// the person's own time by the page's script and as UTC without it; its
+// label says which. Without the script it said "in your local time" above
+// a hint that times are in UTC, and the time typed was read as UTC.
+func TestBrowserSendAtSaysWhichTimeItReads(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.acmeWithPhone()
+	label := `document.querySelector('label[for="send_at"]').textContent`
+	for _, c := range []struct {
+		script bool
+		want   string
+	}{{true, "Send at, in your local time (optional: empty sends now)"}, {false, "Send at, in UTC (optional: empty sends now)"}} {
+		ctx := chrome(t)
+		if !c.script {
+			if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+		do(t, ctx, "open the thread", chromedp.Navigate(e.url+"/console/messages?device=fp-1"), chromedp.WaitVisible(chromedp.CSS(`#send`)))
+		if c.script {
+			waitFor(t, ctx, "the script", `document.readyState === "complete" && document.getElementById("send_at-zone").textContent.indexOf("Your time zone") === 0`)
+		}
+		if got := eval[string](t, ctx, label); got != c.want {
+			t.Errorf("with the script %v the label reads %q, want %q", c.script, got, c.want)
+		}
+	}
+}
+
+// TestBrowserPairingPanelWithoutTheScriptSaysToReload: the pairing panel
+// turns into the new device by its script's asking; where the script does
+// not run, the panel says to reload the page (a link that keeps the code),
+// not that it will turn into the device, which it never did.
+func TestBrowserPairingPanelWithoutTheScriptSaysToReload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	for _, c := range []struct {
+		script bool
+		want   string
+	}{{true, "This panel turns into the device when it does."}, {false, "Reload this page once it has: it then lists the new device."}} {
+		ctx := chrome(t)
+		if !c.script {
+			if _, err := chromedp.Call(ctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
+		do(t, ctx, "ask for a code", chromedp.Navigate(e.url+"/console/devices"), chromedp.Click(chromedp.CSS(`main form[action="/console/pairing"] button`)))
+		waitFor(t, ctx, "the panel", `document.readyState === "complete" && !!document.getElementById("pairing-status")`)
+		if got := eval[string](t, ctx, `document.getElementById("pairing-status").textContent`); !strings.Contains(got, c.want) {
+			t.Errorf("with the script %v the panel says %q, want %q", c.script, got, c.want)
+		}
+		if !c.script {
+			if got := eval[string](t, ctx, `((document.querySelector("#pairing-status a")||{}).search||"")`); !strings.HasPrefix(got, "?pairing=") {
+				t.Errorf("the reload link's query is %q, want the code's", got)
+			}
+		}
+	}
+}

@@ -120,3 +120,18 @@ func TestPoolsPage(t *testing.T) {
 		t.Fatalf("delete the pool: %d %s", p.status, p.body)
 	}
 }
+
+// TestPoolsPageWithoutDevicesLinksToPairing: a company with no phone yet
+// reads on the pools page where to pair one, a link, as the overview's and
+// the messages page's empty states give (it was a sentence to no page).
+func TestPoolsPageWithoutDevicesLinksToPairing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.company("Acme", "ada@acme.test", "Correct1horse")
+	b := e.browser()
+	b.signIn("ada@acme.test", "Correct1horse")
+	p := b.get("/console/pools")
+	if p.status != http.StatusOK || !strings.Contains(p.body, `<a href="/console/devices">Pair a phone</a> first: a pool's members are its SIMs.`) {
+		t.Errorf("the pools page without devices: %d, no link to pair a phone in\n%s", p.status, p.body)
+	}
+}

@@ -91,6 +91,11 @@ func (c *Console) invite(w http.ResponseWriter, r *http.Request, q *req) (outcom
 	u, err := c.deps.Accounts.Invite(r.Context(), q.p(), account.InviteInput{FirstName: f("firstName"), LastName: f("lastName"),
 		Email: f("email"), Role: f("role")})
 	if err != nil {
+		if pe, ok := problem.As(err); ok && pe.Code == problem.Conflict && pe.Field == "" && pe.Message == account.EmailTaken {
+			// The address is the company's already: it is what to change,
+			// so the message shows beside it (the API names no field).
+			return outcome{}, pe.Refield("email")
+		}
 		return outcome{}, err
 	}
 	return outcome{Notice: "Invitation sent to " + bidi.Isolate(u.Email) + "."}, nil

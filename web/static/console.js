@@ -96,6 +96,10 @@
   document.querySelectorAll("[data-local-zone]").forEach(function (hint) {
     var input = document.getElementById(hint.id.replace(/-zone$/, ""));
     if (!input) { return; }
+    // Without this script the time is read as UTC, and the label says so;
+    // the script turns the person's own time into UTC when the form is sent.
+    var reads = document.getElementById(input.id + "-reads");
+    if (reads) { reads.textContent = "in your local time"; }
     var show = function () {
       var d = input.value ? new Date(input.value) : null;
       var where = "Your time zone" + (zone ? ": " + zone : " is your device's") + ".";
@@ -264,6 +268,10 @@
   // Devices: the pairing panel becomes the new device once it registers.
   var pairing = document.getElementById("pairing");
   if (pairing) {
+    // The page says to reload it, for a browser without this script; with
+    // it, the panel turns into the device by itself.
+    var waiting = document.getElementById("pairing-status");
+    if (waiting) { waiting.textContent = "Waiting for the phone to register… This panel turns into the device when it does."; }
     var known = (pairing.getAttribute("data-known") || "").split(" ").filter(Boolean);
     // expiredPairing: no phone can register with the code any more, so the
     // panel stops asking and offers a new code (the page's own form).
