@@ -87,6 +87,7 @@ func TestSilentPhoneDroppedTwoIntervalsAfterItWasLastHeard(t *testing.T) {
 			t.Fatalf("%s: dropped before it was pinged", s.fp)
 		}
 		silent := s.ended.Sub(s.answered)
+		t.Logf("%s: dropped %v after its last pong", s.fp, silent)
 		if silent < 2*interval || silent > 2*interval+slack {
 			t.Errorf("%s: dropped %v after its last pong, want 2 ping intervals (%v)", s.fp, silent, 2*interval)
 		}
