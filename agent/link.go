@@ -26,8 +26,13 @@ const (
 	maxUnanswered = 32
 	// resendPerSecond keeps resends under the flood limit.
 	resendPerSecond = 20
-	helloTimeout    = 10 * time.Second
-	writeTimeout    = 10 * time.Second
+	// welcomeTimeout bounds the wait for the answer to the hello
+	// (PROTOCOL.md 7.2): a little over the server's own bound, a database
+	// deadline of 30 s before it closes with 1013 (try again soon). A
+	// shorter wait gave up a link the server was about to answer, and the
+	// agent went to its growing backoff instead of 1013's quick retry.
+	welcomeTimeout = 35 * time.Second
+	writeTimeout   = 10 * time.Second
 	// dialTimeout bounds the upgrade: the connection, TLS and the answer
 	// to the upgrade request. A server or proxy that takes the connection
 	// and never answers would otherwise hold the agent there for good, with
@@ -273,7 +278,7 @@ func (a *Agent) heldJobs() []string {
 // agent), so the error is logged and the close read. A send or config
 // before the welcome is handled as usual (PROTOCOL.md 7.2).
 func (a *Agent) awaitWelcome(ctx context.Context, l *link) (*proto.Welcome, error) {
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), helloTimeout)
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), welcomeTimeout)
 	defer cancel()
 	for {
 		_, data, err := l.ws.Read(hctx)

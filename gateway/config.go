@@ -11,8 +11,12 @@ const (
 	DefaultHelloTimeout = 10 * time.Second // the contract's hello deadline
 	// DefaultPingInterval keeps NAT mappings of mobile carriers (often 60-120 s) alive.
 	DefaultPingInterval = 45 * time.Second
-	// DefaultPongTimeout with the ping interval makes a silent phone offline after about 90 s.
-	DefaultPongTimeout  = 45 * time.Second
+	// A phone silent for two ping intervals (90 s, the contract's bound) is
+	// dropped: a ping waits for its pong until then. DefaultPongTimeout is
+	// the least it waits, however late it was sent (the server was busy):
+	// a round trip on a poor mobile network, far less than the wait a ping
+	// sent on time has (at least 0.8 of the interval).
+	DefaultPongTimeout  = 10 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
 	// DefaultQueueLen bounds frames waiting for one phone; a phone that lets
 	// this many pile up is too slow and is closed (4008).
@@ -36,7 +40,11 @@ const (
 // Config tunes the hub.
 type Config struct {
 	HelloTimeout time.Duration
+	// PingInterval is the time between pings (jittered ±20%); a phone
+	// silent for twice the interval is dropped.
 	PingInterval time.Duration
+	// PongTimeout is the least a ping waits for its pong (and the most its
+	// write may take).
 	PongTimeout  time.Duration
 	WriteTimeout time.Duration
 	QueueLen     int

@@ -70,7 +70,10 @@ type conn struct {
 	frames    atomic.Uint32 // frames read from the phone, counted (wrapping) to tell a live phone from a silent one (heard)
 	handling  atomic.Bool   // the reader is taking a frame, not reading: it may wait on the store
 	lastSeen  atomic.Int64  // unix nanoseconds of the last frame or pong
-	seenSaved atomic.Int64  // unix nanoseconds of the last seen storeSeen stored
+	// quietSince is when the silence the pings bound began (mono): the last
+	// frame or pong, or the reader reading again after a frame it took.
+	quietSince atomic.Int64
+	seenSaved  atomic.Int64 // unix nanoseconds of the last seen storeSeen stored
 
 	closeStored atomic.Pointer[chan struct{}] // closed once the last seen of the link's end is stored (seenStored); nil until asked for
 
@@ -195,6 +198,7 @@ func newConn(h *Hub, ws *websocket.Conn, sock net.Conn, dev store.Device, token 
 // (closedSince) and does not count. The time is read before the check, so
 // one that races the decision is still no later than it.
 func (c *conn) touch() {
+	c.quiet()
 	now := c.hub.now().UnixNano()
 	if c.closedAt.Load() == 0 {
 		c.lastSeen.Store(now)
@@ -268,6 +272,9 @@ func (c *conn) run() {
 		old.closeWith(code, reason)
 	}
 	uncount(c.sock) // before the welcome: the phone's next connection finds its place free
+	// The phone's silence counts from its welcome: the set-up's store work
+	// is the server's, not the phone's.
+	c.quiet()
 	// Frames queued for the link since it became findable wait behind the
 	// welcome, which carries the device's current settings.
 	c.open(proto.Welcome{

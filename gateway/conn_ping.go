@@ -9,6 +9,38 @@ import (
 	"time"
 )
 
+// A link is dropped once its phone has been silent for two ping intervals
+// (the contract's 90 s at the default 45 s): a ping waits for its pong
+// until then, counted from quietSince, and for at least the pong timeout,
+// however late it was sent. The silence is counted while the reader
+// reads: its wait for the store on a frame it took does not count (the
+// clock starts again as it reads again), and a missing pong with the
+// reader not reading at some time of the wait asks again (heard).
+
+// monoStart is the origin of mono.
+var monoStart = time.Now()
+
+// mono is the monotonic clock's nanoseconds since monoStart: times the
+// pings compare, on the real clock whatever the hub's.
+func mono() int64 { return int64(time.Since(monoStart)) }
+
+// quiet records that the phone was heard, or that the reader reads again
+// after a frame it took: the silence the pings bound starts now.
+func (c *conn) quiet() { c.quietSince.Store(mono()) }
+
+// pongWait is how long a ping sent now waits for its pong: until the
+// phone has been silent for two ping intervals, and at least the pong
+// timeout.
+func (c *conn) pongWait() time.Duration {
+	left := time.Duration(c.quietSince.Load() + int64(2*c.hub.cfg.PingInterval) - mono())
+	return max(left, c.hub.cfg.PongTimeout)
+}
+
+// silentFor is why a link whose ping went unanswered is dropped.
+func (c *conn) silentFor() string {
+	return "no pong: silent for " + time.Duration(mono()-c.quietSince.Load()).Round(time.Millisecond).String()
+}
+
 // pingWait is a ping of the link's own (linkIO.ping) waiting for its pong,
 // which the link's reader takes between frames.
 type pingWait struct {
@@ -40,21 +72,24 @@ func (c *conn) pingOnce() {
 			}
 			return
 		}
-		if !l.unsynced.Load() { // a frame was being written: ping at the next turn
-			c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
+		if !l.unsynced.Load() {
+			// A frame was being written: ping at the next tick, not an
+			// interval later, which would let the silence run past its
+			// bound.
+			c.hub.pings.after(c, c.hub.pings.tick)
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.hub.cfg.PongTimeout)
-	defer cancel()
 	since := c.mark()
+	ctx, cancel := context.WithTimeout(context.Background(), c.pongWait())
+	defer cancel()
 	if err := c.ws.Ping(ctx); err != nil {
 		if ctx.Err() != nil {
 			if c.heard(since) && !c.closed() {
 				c.hub.pings.after(c, jitter(c.hub.cfg.PingInterval))
 				return
 			}
-			c.lost("no pong within " + c.hub.cfg.PongTimeout.String())
+			c.lost(c.silentFor())
 		}
 		c.end()
 		return
@@ -66,7 +101,7 @@ func (c *conn) pingOnce() {
 // pingOwn pings through the link's connection and waits for the pong the
 // reader takes (or the link's end): sent is false when no ping could be
 // written between frames, ok false when the link ended or its phone did not
-// answer within the pong timeout.
+// answer in time (pongWait).
 func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
 	since := c.mark() // before the waiter is seen: a test waits for it to change the reader's state
 	w := &pingWait{done: make(chan struct{})}
@@ -75,6 +110,7 @@ func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
 	if c.closed() {
 		return false, false
 	}
+	wait := time.Now().Add(c.pongWait())
 	sent, err := l.ping(c.hub.cfg.PongTimeout)
 	if err != nil {
 		c.end()
@@ -83,7 +119,7 @@ func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
 	if !sent {
 		return false, true
 	}
-	t := time.NewTimer(c.hub.cfg.PongTimeout)
+	t := time.NewTimer(time.Until(wait))
 	defer t.Stop()
 	select {
 	case <-w.done:
@@ -92,7 +128,7 @@ func (c *conn) pingOwn(l *linkIO) (sent, ok bool) {
 		if c.heard(since) {
 			return true, !c.closed() // the next ping asks again
 		}
-		c.lost("no pong within " + c.hub.cfg.PongTimeout.String())
+		c.lost(c.silentFor())
 		c.end()
 		return true, false
 	}

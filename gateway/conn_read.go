@@ -70,7 +70,10 @@ func (c *conn) readFrame() bool {
 		return false
 	}
 	c.handling.Store(true)
-	defer c.handling.Store(false)
+	defer func() {
+		c.handling.Store(false)
+		c.quiet() // the reader reads again: its wait on the frame is not the phone's silence
+	}()
 	return c.handle(ctx, f)
 }
 

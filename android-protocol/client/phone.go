@@ -23,6 +23,12 @@ const (
 	DefaultBackoffMax   = 5 * time.Minute
 	DefaultStableAfter  = time.Minute // a link up this long resets the backoff
 	DefaultHelloTimeout = 10 * time.Second
+	// DefaultWelcomeTimeout bounds the wait for the answer to a hello
+	// (PROTOCOL.md 7.2): a little over the server's own bound, a database
+	// deadline of 30 s before it closes with 1013 (try again soon). A
+	// shorter wait gave up a link the server was about to answer, and the
+	// phone went to its growing backoff instead of 1013's quick retry.
+	DefaultWelcomeTimeout = 35 * time.Second
 	// DefaultDialTimeout bounds the upgrade (connection, TLS and the
 	// answer to the upgrade request): a server or proxy that takes the
 	// connection and never answers would hold the phone there for good.
@@ -386,9 +392,9 @@ func (p *Phone) session(ctx context.Context) error {
 // before the welcome is taken as on a link that is up (PROTOCOL.md 7.2,
 // implementation note): the job journaled and acked, the settings applied;
 // one of a type the phone does not know is ignored. The wait is
-// DefaultHelloTimeout in all.
+// DefaultWelcomeTimeout in all.
 func (p *Phone) awaitWelcome(lctx context.Context, ws *websocket.Conn) (*proto.Welcome, error) {
-	hctx, cancel := context.WithTimeout(lctx, DefaultHelloTimeout)
+	hctx, cancel := context.WithTimeout(lctx, DefaultWelcomeTimeout)
 	defer cancel()
 	for {
 		_, data, err := ws.Read(hctx)

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
+	"github.com/simrelay/simrelay/internal/poll"
+)
+
+// TestSilentPhoneDroppedTwoIntervalsAfterItWasLastHeard: the contract's
+// bound (a device silent for 90 s, twice the ping interval, is offline).
+// Phones answer their first ping and no other: each link is dropped once
+// it has been silent for two ping intervals, not before (a ping's wait
+// from its own sending, the pong timeout, dropped it as early as 1.2
+// intervals after the last pong with a short timeout, and as late as 2.2
+// with the default one), and not much after; the device's last seen, as
+// the REST API shows it, is the pong, not the drop.
+func TestSilentPhoneDroppedTwoIntervalsAfterItWasLastHeard(t *testing.T) {
+	t.Parallel()
+	const (
+		interval = 500 * time.Millisecond
+		phones   = 4
+		// Slack for timers and goroutines late on a loaded machine; a drop
+		// timed by the ping (1.2 intervals and a tick at most, and the pong
+		// timeout) stays far below the bound whatever the load.
+		slack = interval / 2
+	)
+	r := newRig(t, Config{PingInterval: interval, PongTimeout: interval / 10})
+	type silence struct {
+		fp              string
+		answered, ended time.Time
+	}
+	results := make(chan silence, phones)
+	for i := range phones {
+		fp := fmt.Sprintf("quiet-%d", i)
+		var mu sync.Mutex
+		var answered time.Time
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ws, _, err := websocket.Dial(ctx, r.url, &websocket.DialOptions{
+			HTTPHeader: http.Header{"Authorization": {"Bearer " + r.pair(fp)}},
+			OnPingReceived: func(context.Context, []byte) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if !answered.IsZero() {
+					return false // silent from the first pong on
+				}
+				answered = time.Now() // before the pong is written: no later than the server hears it
+				return true
+			},
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.CloseNow()
+		writeFrame(t, ws, proto.Hello{Protocol: 1})
+		if _, ok := readFrame(t, ws).(*proto.Welcome); !ok {
+			t.Fatal("no welcome")
+		}
+		go func() { // reads, so that pings are seen, until the server drops the link
+			for {
+				if _, _, err := ws.Read(context.Background()); err != nil {
+					ended := time.Now()
+					mu.Lock()
+					defer mu.Unlock()
+					results <- silence{fp, answered, ended}
+					return
+				}
+			}
+		}()
+	}
+	for range phones {
+		var s silence
+		select {
+		case s = <-results:
+		case <-time.After(10 * interval):
+			t.Fatalf("a silent phone still linked after %v", 10*interval)
+		}
+		if s.answered.IsZero() {
+			t.Fatalf("%s: dropped before it was pinged", s.fp)
+		}
+		silent := s.ended.Sub(s.answered)
+		t.Logf("%s: dropped %v after its last pong", s.fp, silent)
+		if silent < 2*interval || silent > 2*interval+slack {
+			t.Errorf("%s: dropped %v after its last pong, want 2 ping intervals (%v)", s.fp, silent, 2*interval)
+		}
+		poll.Until(t, "offline", func() bool { return !r.hub.Online(s.fp, r.id(s.fp)) })
+		// The pong, read after the phone answered, and well before the drop
+		// (the hello's last seen is stored first, the link's at its end).
+		var seen time.Time
+		poll.Until(t, s.fp+": the pong stored as the last seen", func() bool {
+			d, err := r.store.Device(s.fp)
+			seen = d.LastSeenAt
+			return err == nil && !seen.Before(s.answered.Add(-time.Millisecond))
+		})
+		if seen.After(s.ended.Add(-2 * interval)) {
+			t.Errorf("%s: last seen %v, want the pong at %v (dropped %v)", s.fp, seen, s.answered, s.ended)
+		}
+	}
+}
