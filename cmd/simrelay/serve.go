@@ -79,15 +79,16 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	where := cfg.store()
 	where.logger = log.With("component", "store")
-	// A node on PostgreSQL keeps its uploads spool in --data-dir, which
-	// no store file locks: the node's own lock keeps a second server out.
-	if where.postgres() {
-		unlock, err := lockDataDir(cfg.dataDir)
-		if err != nil {
-			return err
-		}
-		defer unlock()
+	// Every server keeps its uploads spool in --data-dir and clears it at
+	// its start: the node's own lock keeps a second server out, whatever
+	// the store of either (the embedded store's file lock alone let a
+	// server on PostgreSQL in beside an embedded one, and the other way
+	// round), before anything is made or cleared there.
+	unlock, err := lockDataDir(cfg.dataDir)
+	if err != nil {
+		return err
 	}
+	defer unlock()
 	st, err := openBackend(ctx, where)
 	if err != nil {
 		return err
