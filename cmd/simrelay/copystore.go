@@ -32,7 +32,7 @@ func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := parseFlags(fs, args, 0); err != nil {
 		// Every other admin command names its database so.
 		if strings.Contains(err.Error(), "not defined: -database-url") {
-			return usageError{errors.New("copy-store names the database it copies into with --to, not --database-url (--data-dir is the embedded store it copies from): simrelay admin copy-store --data-dir D --to postgres://...")}
+			return usageError{errors.New("copy-store names the database it copies into with --to, not --database-url (--data-dir is the embedded store it copies from): simrelay admin copy-store --data-dir D --to postgres://USER:PASSWORD@HOST:5432/DB")}
 		}
 		return usageOrHelp(err)
 	}
