@@ -288,10 +288,18 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory: name the file to write, such as %s; nothing was written", file, filepath.Join(file, "simrelay-backup.db"))
 	}
-	if fi, err := os.Stat(filepath.Dir(file)); err != nil {
+	fileDir, err := os.Stat(filepath.Dir(file))
+	if err != nil {
 		return fmt.Errorf("the directory of %s: %w; nothing was written", file, err)
-	} else if !fi.IsDir() {
+	} else if !fileDir.IsDir() {
 		return fmt.Errorf("the directory of %s: %s is not a directory; nothing was written", file, filepath.Dir(file))
+	}
+	// The store's own name in the data dir (through any path to it): the
+	// copy's rename would put it in place of the store, and no backup
+	// would be left beside it. A hard link to the store elsewhere is only
+	// a name, which the rename replaces, leaving the store alone.
+	if dd, err := os.Stat(where.dataDir); err == nil && os.SameFile(dd, fileDir) && filepath.Base(file) == boltstore.FileName {
+		return fmt.Errorf("%s is the store of --data-dir %s itself: name another file; nothing was written", file, where.dataDir)
 	}
 	st, err := openStore(where.dataDir, boltstore.Options{ReadOnly: true})
 	if errors.Is(err, boltstore.ErrLocked) {
@@ -303,7 +311,7 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	defer st.Close()
 	n, err := writeFileAtomic(file, func(w io.Writer) (int64, error) { return st.Backup(w) })
 	if err != nil {
-		return err
+		return fmt.Errorf("write the backup %s: %w", file, err)
 	}
 	fmt.Fprintf(stdout, "wrote %d bytes to %s\n", n, file)
 	return nil
@@ -318,19 +326,23 @@ const backupPattern = ".simrelay-backup-*"
 // before their rename left in the directory go first; a copy is held
 // (holdCopy) until it is renamed, so one that another backup into the
 // directory is writing stays.
+//
+// Its errors say whether FILE was written ("nothing was written" until the
+// rename), and name the directory or the cause, not the temporary copy: the
+// operator named FILE, never that copy, which is removed.
 func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, error) {
 	dir := filepath.Dir(path)
 	removeKilledCopies(dir, backupPattern)
 	tmp, err := os.CreateTemp(dir, backupPattern)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("cannot create a file in %s: %w; nothing was written", dir, withoutPath(err))
 	}
 	defer os.Remove(tmp.Name())
 	// Another backup into the directory meanwhile leaves this copy alone.
 	release, err := holdCopy(tmp.Name())
 	if err != nil {
 		tmp.Close()
-		return 0, err
+		return 0, fmt.Errorf("%w; nothing was written", withoutPath(err))
 	}
 	defer release()
 	n, err := write(tmp)
@@ -343,8 +355,23 @@ func writeFileAtomic(path string, write func(io.Writer) (int64, error)) (int64, 
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
 	}
-	if err == nil {
-		err = durable.SyncDir(dir)
+	if err != nil {
+		return n, fmt.Errorf("%w; nothing was written", withoutPath(err))
 	}
-	return n, err
+	if err := durable.SyncDir(dir); err != nil {
+		return n, fmt.Errorf("written, but its directory was not synced (a power loss may lose the file): %w", err)
+	}
+	return n, nil
+}
+
+// withoutPath is err without the path of an *fs.PathError or
+// *os.LinkError at its top (the temporary copy's name).
+func withoutPath(err error) error {
+	switch e := err.(type) {
+	case *os.PathError:
+		return e.Err
+	case *os.LinkError:
+		return e.Err
+	}
+	return err
 }

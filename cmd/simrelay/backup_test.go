@@ -146,9 +146,14 @@ func TestStalledBackupHoldsNothing(t *testing.T) {
 
 	// The stalled client goes away: its temporary copy is gone, nothing is left in the data directory.
 	conn.Close()
-	poll.Until(t, "only the store file left in the data directory", func() bool {
+	poll.Until(t, "only the store file and the server's lock left in the data directory", func() bool {
 		entries, _ := os.ReadDir(st.dir)
-		return len(entries) == 1 && entries[0].Name() == boltstore.FileName
+		for _, e := range entries {
+			if e.Name() != boltstore.FileName && e.Name() != "node.lock" {
+				return false
+			}
+		}
+		return len(entries) == 2
 	})
 	poll.Until(t, "the stalled download ends on the server", func() bool {
 		return strings.Contains(srv.stderr.String(), "backup download cut")

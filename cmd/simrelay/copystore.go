@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/simrelay/simrelay/internal/cliflag"
 	"github.com/simrelay/simrelay/store"
@@ -29,6 +30,10 @@ func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.Var(to, "to", "the PostgreSQL database to copy into, postgres://USER:PASSWORD@HOST:5432/DB (libpq's URL); it must hold no company (required)")
 	fs.Usage = flagUsage(fs, copyStoreUsage)
 	if err := parseFlags(fs, args, 0); err != nil {
+		// Every other admin command names its database so.
+		if strings.Contains(err.Error(), "not defined: -database-url") {
+			return usageError{errors.New("copy-store names the database it copies into with --to, not --database-url (--data-dir is the embedded store it copies from): simrelay admin copy-store --data-dir D --to postgres://USER:PASSWORD@HOST:5432/DB")}
+		}
 		return usageOrHelp(err)
 	}
 	if to.URL() == "" {

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -79,15 +80,22 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	where := cfg.store()
 	where.logger = log.With("component", "store")
-	// A node on PostgreSQL keeps its uploads spool in --data-dir, which
-	// no store file locks: the node's own lock keeps a second server out.
-	if where.postgres() {
-		unlock, err := lockDataDir(cfg.dataDir)
-		if err != nil {
-			return err
-		}
-		defer unlock()
+	// Every server keeps its uploads spool in --data-dir and clears it at
+	// its start: the node's own lock keeps a second server out, whatever
+	// the store of either (the embedded store's file lock alone let a
+	// server on PostgreSQL in beside an embedded one, and the other way
+	// round), before anything is made or cleared there.
+	unlock, err := lockDataDir(cfg.dataDir)
+	if err != nil {
+		return err
 	}
+	defer unlock()
+	// A data dir with no store gets a new, empty one: a first start, or a
+	// --data-dir that names the wrong directory (a typo, another working
+	// directory), where every credential would answer 401 and nothing else
+	// would tell.
+	_, statErr := os.Stat(filepath.Join(cfg.dataDir, boltstore.FileName))
+	newStore := !where.postgres() && errors.Is(statErr, os.ErrNotExist)
 	st, err := openBackend(ctx, where)
 	if err != nil {
 		return err
@@ -97,6 +105,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 			log.Error("close store", "err", err)
 		}
 	}()
+	if newStore {
+		log.Info("a new, empty store was made: the data dir held none (a first start; on a server that ran before, --data-dir names another directory than its store's)", "data_dir", cfg.dataDir)
+	}
 	node, err := joinCluster(ctx, cfg.cluster, ln.Addr(), st, log)
 	if err != nil {
 		return err

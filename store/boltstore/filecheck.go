@@ -42,12 +42,13 @@ func checkFile(path, advice string) (empty bool, err error) {
 		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("store: open %s: %w", path, err)
+		// os's error names the operation and the file already.
+		return false, fmt.Errorf("store: %w", err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return false, fmt.Errorf("store: stat %s: %w", path, err)
+		return false, fmt.Errorf("store: %w", err)
 	}
 	size := info.Size()
 	if size == 0 {
