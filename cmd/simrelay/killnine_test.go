@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,6 +35,7 @@ import (
 	"github.com/simrelay/simrelay/android-protocol/client"
 	"github.com/simrelay/simrelay/internal/freeport"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/syncbuf"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail/mailtest"
 	"github.com/simrelay/simrelay/store"
@@ -239,6 +241,7 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 	var mailed []string       // texts of mails answered 250
 	var inboundAcked sync.Map // client id -> uuid
 	var seq atomic.Int64
+	var vpOn atomic.Bool // the virtual phone paired: sends to it may start
 	hc := &http.Client{Transport: testhttp.Transport, Timeout: 5 * time.Second}
 	do := func(key, path, idem string, body map[string]any) (int, map[string]any, error) {
 		raw, _ := json.Marshal(body)
@@ -380,6 +383,20 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 				mu.Unlock()
 			}
 		})
+		loop(func() { // B: sends to the virtual phone, once it paired
+			if !vpOn.Load() {
+				time.Sleep(20 * time.Millisecond)
+				return
+			}
+			n := seq.Add(1)
+			b := map[string]any{"device_fingerprint": "virtual-phone", "phone": fmt.Sprintf("+1555610%04d", n%4), "message": fmt.Sprint("B-vp-", n)}
+			code, body, err := do(keyB, "/chat/send", "", b)
+			if code == 200 {
+				record(keyB, body["queueId"].(string), sent{fp: "virtual-phone", text: b["message"].(string)})
+			} else {
+				unexpected("send to the virtual phone", code, body, err)
+			}
+		})
 		loop(func() { // inbound from a1 and b1
 			n := seq.Add(1)
 			fp := []string{"a1", "b1"}[n%2]
@@ -456,10 +473,26 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 		}
 	}
 
+	// B's second phone is the README's virtual phone, a process of its own
+	// that follows the server across the last kills (started earlier, its
+	// reconnect backoff, PROTOCOL.md section 14, would keep it away for
+	// minutes after twenty restarts in a minute, as it would a real phone).
+	vpOut := &syncbuf.Buffer{}
+	vp := exec.Command(bin, "phone", "--server", "http://"+addr, "--api-key", keyB, "--token-file", filepath.Join(t.TempDir(), "phone.json"))
+	vp.Stdout, vp.Stderr = vpOut, vpOut
+	vpAt := max(0, kills-3)
 	removalAt, deletionAt := kills/4, kills/2
 	for i := range kills {
 		lctx, stop := context.WithCancel(ctx)
 		wg := load(lctx)
+		if i == vpAt {
+			if err := vp.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = vp.Process.Kill(); _ = vp.Wait() })
+			poll.Within(t, 30*time.Second, "the virtual phone connects", func() bool { return strings.Contains(vpOut.String(), "connected") })
+			vpOn.Store(true)
+		}
 		switch i {
 		case removalAt: // the kill lands soon after the 202
 			closeCompany(t, srv.url, "c@example.com", "Gamma")
@@ -496,8 +529,15 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 				return false
 			}
 		}
+		vpLines := vpOut.String()
 		for _, id := range all {
 			s := answered[id]
+			if s.fp == "virtual-phone" {
+				if !strings.Contains(vpLines, "job "+id+": reported sent, then delivered") {
+					return false
+				}
+				continue
+			}
 			if s.fp == "" {
 				if !phones["a1"].has(id) && !phones["a2"].has(id) {
 					return false
@@ -509,10 +549,31 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 		return true
 	})
 	// Statuses: delivered for every answered send, failed for the doomed.
+	// The virtual phone may still wait to link again (its backoff grew
+	// over the kills), with reports a kill cut: they come on its next link.
+	notYet := slices.Clone(all)
+	for deadline := time.Now().Add(120 * time.Second); len(notYet) > 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		notYet = slices.DeleteFunc(notYet, func(id string) bool {
+			code, body := call(t, "GET", srv.url+"/chat/queue/"+id, companyOf[id], nil)
+			return code == 200 && body["status"] == "delivered"
+		})
+	}
 	for _, id := range all {
 		code, body := call(t, "GET", srv.url+"/chat/queue/"+id, companyOf[id], nil)
 		if code != 200 || body["status"] != "delivered" {
 			t.Errorf("send %s (%s): %d %v, want delivered", id, answered[id].text, code, body)
+			for line := range strings.SplitSeq(vpOut.String(), "\n") {
+				if strings.Contains(line, id) {
+					t.Logf("  virtual phone: %s", line)
+				}
+			}
+			for i, r := range runs {
+				for line := range strings.SplitSeq(r.stderr.String(), "\n") {
+					if strings.Contains(line, id) || strings.Contains(line, "virtual-phone") {
+						t.Logf("  run %d: %s", i, line)
+					}
+				}
+			}
 		}
 	}
 	for _, id := range doomed {
@@ -520,6 +581,16 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 			t.Errorf("send %s to the deleted device: %d %v, want failed device_deleted", id, code, body)
 		}
 	}
+	poll.Within(t, 60*time.Second, "message.failed events of the deleted device's sends", func() bool {
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for _, id := range doomed {
+			if !sink.status["message.failed:"+id] {
+				return false
+			}
+		}
+		return true
+	})
 	// No text reached a phone under two ids (a job sent again under its
 	// id is taken once: the phone's journal, as PROTOCOL.md asks).
 	jobsA := 0
@@ -637,7 +708,19 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 	if code != 200 || int(usage["messages_this_period"].(float64)) != jobsA+doomedSends {
 		t.Errorf("usage: %d %v, want messages_this_period %d", code, usage, jobsA+doomedSends)
 	}
-	jobsB := len(phones["b1"].jobs)
+	// The virtual phone's jobs, from its output: each text under one id.
+	vpTexts := map[string][]string{}
+	for _, m := range regexp.MustCompile(`job (\S+): sms to \S+ from \S+: "(B-vp-\d+)"`).FindAllStringSubmatch(vpOut.String(), -1) {
+		if !slices.Contains(vpTexts[m[2]], m[1]) {
+			vpTexts[m[2]] = append(vpTexts[m[2]], m[1])
+		}
+	}
+	for text, ids := range vpTexts {
+		if len(ids) > 1 {
+			t.Errorf("the virtual phone got %q under %d ids: %v", text, len(ids), ids)
+		}
+	}
+	jobsB := len(phones["b1"].jobs) + len(vpTexts)
 	inboundB := 0
 	for key := range inbound {
 		if strings.HasPrefix(key, "b1/") {
@@ -689,6 +772,9 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 		msgCost += int64(len(text)+len("+15556000000")) + store.MessageRowCost
 	}
 	phones["b1"].mu.Unlock()
+	for text := range vpTexts {
+		msgCost += int64(len(text)+len("+15556100000")) + store.MessageRowCost
+	}
 	for key, in := range inbound {
 		if strings.HasPrefix(key, "b1/") {
 			msgCost += store.MessageCost(store.Message{Text: in.Message, Phone: in.From, ClientID: in.ClientID, ReceivedAt: in.ReceivedAt})
@@ -703,9 +789,9 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 		hookCost += int64(len(sink.deliveries[path])) * store.DeliveryRowCost
 	}
 	sink.mu.Unlock()
-	t.Logf("storage used by B today: %d bytes; its messages cost %d, a pairing code %d, its webhook events as received %d", used, msgCost, store.PairingCost, hookCost)
-	if want := msgCost + store.PairingCost + hookCost; used != want {
-		t.Errorf("storage used by B: %d, want %d (its messages, pairing code and webhook events): %+d", used, want, used-want)
+	t.Logf("storage used by B today: %d bytes; its messages cost %d, two pairing codes %d, its webhook events as received %d", used, msgCost, 2*store.PairingCost, hookCost)
+	if want := msgCost + 2*store.PairingCost + hookCost; used != want {
+		t.Errorf("storage used by B: %d, want %d (its messages, pairing codes and webhook events): %+d", used, want, used-want)
 	}
 	var startErrs []string
 	for _, r := range runs {
