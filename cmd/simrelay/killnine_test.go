@@ -236,7 +236,12 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 	answered := map[string]sent{}    // queue id -> send, company A and B
 	companyOf := map[string]string{} // queue id -> key
 	pendingKeys := map[string]sent{} // Idempotency-Key -> send not answered (cut by a kill)
-	keyed := map[string]string{}     // Idempotency-Key -> queue id answered
+	type keyedBulk struct {
+		body map[string]any
+		ids  []any // the answer's queueIds, once answered
+	}
+	bulkKeys := map[string]*keyedBulk{} // Idempotency-Key of a bulk send
+	keyed := map[string]string{}        // Idempotency-Key -> queue id answered
 	inbound := map[string]proto.Inbound{}
 	var mailed []string       // texts of mails answered 250
 	var inboundAcked sync.Map // client id -> uuid
@@ -328,6 +333,30 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 				}
 			} else {
 				unexpected("bulk send", code, body, err)
+			}
+		})
+		loop(func() { // A: bulk sends of 3 under a key
+			n := seq.Add(1)
+			k := fmt.Sprint("bulk-key-", n)
+			var msgs []map[string]any
+			for i := range 3 {
+				msgs = append(msgs, map[string]any{"phone": fmt.Sprintf("+1555310%04d", i), "message": fmt.Sprintf("A-keyedbulk-%d-%d", n, i)})
+			}
+			kb := &keyedBulk{body: map[string]any{"device_fingerprint": "a2", "messages": msgs}}
+			mu.Lock()
+			bulkKeys[k] = kb
+			mu.Unlock()
+			code, body, err := do(keyA, "/chat/send-bulk", k, kb.body)
+			if code == 200 {
+				ids, _ := body["queueIds"].([]any)
+				for i, id := range ids {
+					record(keyA, id.(string), sent{fp: "a2", text: msgs[i]["message"].(string)})
+				}
+				mu.Lock()
+				kb.ids = ids
+				mu.Unlock()
+			} else {
+				unexpected("keyed bulk send", code, body, err)
 			}
 		})
 		loop(func() { // A: pool sends
@@ -460,6 +489,35 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 			mu.Lock()
 			delete(pendingKeys, k)
 			keyed[k] = body["queueId"].(string)
+			mu.Unlock()
+		}
+		// Keyed bulk sends: a cut one is answered now, an answered one
+		// answers the same ids again.
+		mu.Lock()
+		bulks := map[string]*keyedBulk{}
+		for k, kb := range bulkKeys {
+			bulks[k] = kb
+		}
+		mu.Unlock()
+		for k, kb := range bulks {
+			code, body := callKeyed(t, url+"/chat/send-bulk", keyA, k, kb.body)
+			ids, _ := body["queueIds"].([]any)
+			if code != 200 || len(ids) != 3 {
+				t.Errorf("keyed bulk %s again: %d %v", k, code, body)
+				continue
+			}
+			mu.Lock()
+			if kb.ids == nil {
+				kb.ids = ids
+				msgs := kb.body["messages"].([]map[string]any)
+				for i, id := range ids {
+					answered[id.(string)] = sent{fp: "a2", text: msgs[i]["message"].(string)}
+					companyOf[id.(string)] = keyA
+				}
+			} else if !slices.Equal(kb.ids, ids) {
+				t.Errorf("keyed bulk %s again: ids %v, first answered %v", k, ids, kb.ids)
+			}
+			delete(bulkKeys, k) // checked once after the kill that followed it
 			mu.Unlock()
 		}
 		for _, k := range some {
