@@ -81,7 +81,10 @@ type killSink struct {
 	unstable []string            // delivery ids seen with two bodies
 	received map[string]bool     // sms.received: message text
 	status   map[string]bool     // type:queue_id
-	hits     int
+	// what each event is about (type and queue id or text) -> its distinct
+	// delivery ids: more than one is an event made twice, not a redelivery
+	about map[string]map[string]bool
+	hits  int
 	// per receiver path ("/in-b"...): event id -> body length, and
 	// distinct delivery ids
 	events     map[string]map[string]int
@@ -112,6 +115,14 @@ func (h *killSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// ("id":"...", first): what the budget counted.
 	h.events[r.URL.Path][ev.ID] = len(raw) - len(`"id":"`+ev.ID+`",`)
 	h.deliveries[r.URL.Path][id] = true
+	what := ev.Type + ":" + fmt.Sprint(ev.Data["queue_id"])
+	if ev.Type == "sms.received" {
+		what = ev.Type + ":" + fmt.Sprint(ev.Data["message"])
+	}
+	if h.about[what] == nil {
+		h.about[what] = map[string]bool{}
+	}
+	h.about[what][id] = true
 	switch ev.Type {
 	case "sms.received":
 		h.received[fmt.Sprint(ev.Data["message"])] = true
@@ -153,7 +164,7 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 	keyB := createCompanyAs(t, bin, st, "Beta", "b@example.com")
 	keyC := createCompanyAs(t, bin, st, "Gamma", "c@example.com")
 	addr := freeport.Addr(t)
-	sink := &killSink{bodies: map[string][32]byte{}, received: map[string]bool{}, status: map[string]bool{}, events: map[string]map[string]int{}, deliveries: map[string]map[string]bool{}}
+	sink := &killSink{bodies: map[string][32]byte{}, received: map[string]bool{}, status: map[string]bool{}, events: map[string]map[string]int{}, about: map[string]map[string]bool{}, deliveries: map[string]map[string]bool{}}
 	hook := httptest.NewServer(sink)
 	t.Cleanup(hook.Close)
 	certFile, keyFile, clientTLS := smtpCert(t)
@@ -747,6 +758,14 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 	if len(sink.unstable) > 0 {
 		t.Errorf("%d webhook delivery ids came with two bodies: %v", len(sink.unstable), sink.unstable[:min(5, len(sink.unstable))])
 	}
+	twice := 0
+	for what, ids := range sink.about {
+		if len(ids) > 1 {
+			if twice++; twice <= 5 {
+				t.Errorf("webhook event %s was made %d times (delivery ids %v), want once", what, len(ids), ids)
+			}
+		}
+	}
 	hits, distinct := sink.hits, len(sink.bodies)
 	sink.mu.Unlock()
 
@@ -778,7 +797,9 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 			t.Errorf("the virtual phone got %q under %d ids: %v", text, len(ids), ids)
 		}
 	}
+	phones["b1"].mu.Lock()
 	jobsB := len(phones["b1"].jobs) + len(vpTexts)
+	phones["b1"].mu.Unlock()
 	inboundB := 0
 	for key := range inbound {
 		if strings.HasPrefix(key, "b1/") {
