@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/testhttp"
 	"github.com/simrelay/simrelay/mail/mailtest"
+	"github.com/simrelay/simrelay/pacing"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -96,6 +98,21 @@ func TestNumbersPageForAMember(t *testing.T) {
 	page := mo.get("/console/numbers/whatsapp/" + wa)
 	if page.status != http.StatusOK || !strings.Contains(page.body, `id="agent-send"`) || !strings.Contains(page.body, `data-number="`+wa+`"`) {
 		t.Fatalf("the number's page: %d", page.status)
+	}
+
+	// The caps and the gap are number fields bounded as PATCH bounds them
+	// (docs/api.md), like the pools page's: they were text fields.
+	for _, f := range []struct{ id, bounds string }{
+		{"caps.per_minute", fmt.Sprintf(`min="0" max="%d" step="1"`, pacing.MaxCap)},
+		{"caps.per_hour", fmt.Sprintf(`min="0" max="%d" step="1"`, pacing.MaxCap)},
+		{"caps.per_day", fmt.Sprintf(`min="0" max="%d" step="1"`, pacing.MaxCap)},
+		{"gap_seconds.min", `min="0" max="3600" step="any"`},
+		{"gap_seconds.max", `min="0" max="3600" step="any"`},
+	} {
+		want := `<input id="` + f.id + `" name="` + f.id + `" type="number" ` + f.bounds + ` value=`
+		if !strings.Contains(page.body, want) {
+			t.Errorf("the number's page lacks %s", want)
+		}
 	}
 
 	// A member edits caps and the gap as PATCH lets them, with its field errors.

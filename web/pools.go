@@ -27,6 +27,8 @@ func (c *Console) poolRoutes(mux *http.ServeMux) {
 // simUse is one SIM's caps and use, as the page shows it.
 type simUse struct {
 	Device string
+	// Name is the device's name, as the devices page names it.
+	Name string
 	store.SIMUsage
 }
 
@@ -54,6 +56,18 @@ type poolsData struct {
 	Use map[string]store.SIMUsage
 	// SIMs lists the caps and use of every device's SIMs, for the caps form.
 	SIMs []simUse
+	// Names are the devices' names by fingerprint, read with Devices: the
+	// page names a member by its device's name, the fingerprint beside it.
+	Names map[string]string
+}
+
+// Name is the name of the device with the fingerprint, or the fingerprint
+// of one the page did not read (a member's device deleted since).
+func (d poolsData) Name(fp string) string {
+	if n := d.Names[fp]; n != "" {
+		return n
+	}
+	return fp
 }
 
 func (c *Console) poolsPage(w http.ResponseWriter, r *http.Request, q *req) error {
@@ -66,18 +80,19 @@ func (c *Console) poolsPage(w http.ResponseWriter, r *http.Request, q *req) erro
 	if err != nil {
 		return err
 	}
-	data := poolsData{Pools: pools, Devices: devs, Use: map[string]store.SIMUsage{}, ErrPool: query(r).Get("pool")}
+	data := poolsData{Pools: pools, Devices: devs, Use: map[string]store.SIMUsage{}, Names: make(map[string]string, len(devs)), ErrPool: query(r).Get("pool")}
 	if data.ErrPool == "" {
 		data.ErrPool = newPool
 	}
 	for _, d := range devs {
+		data.Names[d.Fingerprint] = d.Name
 		us, err := c.deps.SMS.SIMCaps(r.Context(), cid, d.Fingerprint)
 		if err != nil {
 			return err
 		}
 		for _, u := range us {
 			data.Use[d.Fingerprint+"/"+u.Slot] = u
-			data.SIMs = append(data.SIMs, simUse{Device: d.Fingerprint, SIMUsage: u})
+			data.SIMs = append(data.SIMs, simUse{Device: d.Fingerprint, Name: data.Name(d.Fingerprint), SIMUsage: u})
 		}
 	}
 	c.render(w, r, http.StatusOK, "pools", c.viewFor(q, "Pools", data))

@@ -72,9 +72,13 @@ func TestPoolsPage(t *testing.T) {
 	}
 	page := b.get("/console/pools").body
 	for _, want := range []string{`data-pool="sales"`, `data-member="fp-1/SIM1"`, `data-member="fp-2/SIM2"`, `<option value="round_robin" selected>`, `value="0"`,
+		// A member is named by its device's name, as the devices page
+		// names it, the fingerprint beside it.
+		`<td><bdi>Phone fp-2</bdi> <code class="small muted">fp-2</code></td><td>SIM2</td>`,
+		`data-confirm="Take Phone fp-2 SIM2 out of sales?"`,
 		// Both slots of each device, to add to a pool and to a new one.
-		`err-sim_slot-` + id + `"><option value="fp-1/SIM1">fp-1 SIM1</option><option value="fp-1/SIM2">fp-1 SIM2</option><option value="fp-2/SIM1">fp-2 SIM1</option><option value="fp-2/SIM2">fp-2 SIM2</option></select>`,
-		`<label><input type="checkbox" name="members" value="fp-2/SIM1"> fp-2 SIM1</label><label><input type="checkbox" name="members" value="fp-2/SIM2"> fp-2 SIM2</label>`} {
+		`err-sim_slot-` + id + `"><option value="fp-1/SIM1">Phone fp-1 SIM1 (fp-1)</option><option value="fp-1/SIM2">Phone fp-1 SIM2 (fp-1)</option><option value="fp-2/SIM1">Phone fp-2 SIM1 (fp-2)</option><option value="fp-2/SIM2">Phone fp-2 SIM2 (fp-2)</option></select>`,
+		`<label><input type="checkbox" name="members" value="fp-2/SIM1"> <bdi>Phone fp-2</bdi> SIM1 <code class="small muted">fp-2</code></label><label><input type="checkbox" name="members" value="fp-2/SIM2"> <bdi>Phone fp-2</bdi> SIM2 <code class="small muted">fp-2</code></label>`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
 		}
@@ -98,7 +102,7 @@ func TestPoolsPage(t *testing.T) {
 	if p := b.post("/console/pools/caps", url.Values{"sim": {"fp-1/SIM1"}, "per_day": {"5"}, "per_month": {""}}); p.status != http.StatusOK {
 		t.Fatalf("set caps: %d %s", p.status, p.body)
 	}
-	if !strings.Contains(b.get("/console/pools").body, `<tr data-sim="fp-1/SIM1"><td>fp-1 SIM1</td><td>0 / 5</td><td>0 / none</td>`) {
+	if !strings.Contains(b.get("/console/pools").body, `<tr data-sim="fp-1/SIM1"><td><bdi>Phone fp-1</bdi> SIM1 <code class="small muted">fp-1</code></td><td>0 / 5</td><td>0 / none</td>`) {
 		t.Error("the caps table does not show fp-1 SIM1's cap of 5 a day")
 	}
 
