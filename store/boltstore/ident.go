@@ -117,14 +117,9 @@ func liveDeviceRefOfOpenCompany(tx *bolt.Tx, companyID, deviceID uint64) (liveRe
 	if err != nil {
 		return r, err
 	}
-	v := tx.Bucket(bucketCompanies).Get(itob(companyID))
-	if v == nil {
+	if err := companyOpen(tx, companyID); errors.Is(err, ErrNotFound) {
 		return liveRef{}, ErrDeviceGone
-	}
-	if closing, err := markedClosing(v); err != nil || closing {
-		if err == nil {
-			err = ErrDeviceGone
-		}
+	} else if err != nil {
 		return liveRef{}, err
 	}
 	return r, nil

@@ -99,9 +99,10 @@ func (s *Store) Failover(in store.FailoverInput, check store.DeviceCheck, now ti
 	return moved, next, nil
 }
 
-// failoverJobs reads and locks the jobs in names (of the pools pools), in
-// queue order, with the place of the last job it looked at when it looked
-// at in.Limit of them, 0 when fewer (store.FailoverInput's next).
+// failoverJobs reads and locks the device's queued jobs of the pools
+// pools (of in.Slot when it names one), in queue order, with the place of
+// the last job it looked at when it looked at in.Limit of them, 0 when
+// fewer (store.FailoverInput's next).
 //
 // The jobs are the first in queue order, locked in id order, as a
 // deletion of the device or a batch of reports locks them: the places of
