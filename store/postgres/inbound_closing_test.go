@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -46,7 +45,13 @@ func TestInboundMeetsAClosingMark(t *testing.T) {
 				})
 				marked <- err
 			}()
-			<-inVet // the mark holds the company's row
+			select { // the mark holds the company's row
+			case <-inVet:
+			case err := <-marked:
+				t.Fatalf("the mark ended before its check: %v", err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the mark did not reach its check in 30 s")
+			}
 			type result struct {
 				m   store.Message
 				err error
@@ -78,7 +83,7 @@ func TestInboundMeetsAClosingMark(t *testing.T) {
 				t.Errorf("a message written while its company's mark was under way: %+v (%v), want store.ErrDeviceGone", res.m, res.err)
 			}
 			if got, err := s.MessageByUUID(c.ID, m.UUID); !errors.Is(err, store.ErrNotFound) {
-				t.Errorf("the message was stored beside its company's mark: %s (%v)", fmt.Sprint(got.ID), err)
+				t.Errorf("the message was stored beside its company's mark: %d (%v)", got.ID, err)
 			}
 		})
 	}
