@@ -19,9 +19,12 @@ import (
 
 // Defaults of PROTOCOL.md's reconnect rules.
 const (
-	DefaultBackoffBase  = time.Second
-	DefaultBackoffMax   = 5 * time.Minute
-	DefaultStableAfter  = time.Minute // a link up this long resets the backoff
+	DefaultBackoffBase = time.Second
+	DefaultBackoffMax  = 5 * time.Minute
+	DefaultStableAfter = time.Minute // a link up this long resets the backoff
+	// DefaultHelloTimeout bounds the wait for the close that follows an
+	// error frame refusing the hello (PROTOCOL.md 7.1); the wait for the
+	// answer to the hello itself is DefaultWelcomeTimeout.
 	DefaultHelloTimeout = 10 * time.Second
 	// DefaultWelcomeTimeout bounds the wait for the answer to a hello
 	// (PROTOCOL.md 7.2): a little over the server's own bound, a database
