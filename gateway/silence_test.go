@@ -27,10 +27,11 @@ func TestSilentPhoneDroppedTwoIntervalsAfterItWasLastHeard(t *testing.T) {
 	const (
 		interval = 500 * time.Millisecond
 		phones   = 4
-		// Slack for timers and goroutines late on a loaded machine; a drop
-		// timed by the ping (1.2 intervals and a tick at most, and the pong
-		// timeout) stays far below the bound whatever the load.
-		slack = interval / 2
+		// Slack for timers and goroutines late on a loaded machine (a race
+		// build on two busy cores can be hundreds of milliseconds late):
+		// the lower bound is the contract's point, the upper one only
+		// catches a link kept far past it.
+		slack = 2 * interval
 	)
 	r := newRig(t, Config{PingInterval: interval, PongTimeout: interval / 10})
 	type silence struct {
