@@ -288,8 +288,7 @@ func (s *Service) DeviceLimit(companyID uint64) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	p, _ := s.effective(sub, found, s.now())
-	return orUnlimited(p.Limits.Devices), nil
+	return s.Limits(sub, found, s.now()).Devices, nil
 }
 
 // Period is the span the company's plan counts its messages over now

@@ -72,11 +72,11 @@ func TestAnswerToAClientThatStopsReadingEnds(t *testing.T) {
 }
 
 // TestSlowUploadAnsweredPastTheAnswerDeadline: an agent's upload may take
-// far longer than the answer's deadline to arrive (a minute for each 256
-// KiB: an hour over 16 MiB on a slow link), so its answer's time starts
-// once the file is stored, not at the request's start: an upload that
-// arrived after the deadline was stored and its 201 never written, and
-// the agent uploaded the file again.
+// far longer than the answer's deadline to arrive (two minutes for each
+// 256 KiB: over two hours for 16 MiB on a slow link), so its answer's
+// time starts once the file is stored, not at the request's start: an
+// upload that arrived after the deadline was stored and its 201 never
+// written, and the agent uploaded the file again.
 func TestSlowUploadAnsweredPastTheAnswerDeadline(t *testing.T) {
 	t.Parallel()
 	const deadline = time.Second

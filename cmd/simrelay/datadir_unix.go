@@ -10,8 +10,9 @@ import (
 	"syscall"
 )
 
-// nodeLockName is the file in --data-dir whose lock a server on PostgreSQL
-// holds while it runs (the embedded store locks its own file instead).
+// nodeLockName is the file in --data-dir whose lock every server holds
+// while it runs (lockDataDir), whatever its store; the embedded store
+// locks its own file besides.
 const nodeLockName = "node.lock"
 
 // lockDataDir takes the data dir for this server alone: what a node keeps

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -273,18 +272,7 @@ func post(t *testing.T, url, key, body string) (*http.Response, []byte) {
 // the API key it prints.
 func createCompany(t *testing.T, bin string, st testStore) string {
 	t.Helper()
-	args := append([]string{"admin", "create-company", "--company", "Acme", "--email", "you@example.com", "--password", "Change-me-123"}, st.args()...)
-	out, err := exec.Command(bin, args...).Output()
-	if err != nil {
-		t.Fatalf("create-company: %v", err)
-	}
-	var created struct {
-		APIKey string `json:"apiKey"`
-	}
-	if err := json.Unmarshal(out, &created); err != nil || created.APIKey == "" {
-		t.Fatalf("create-company printed %q (%v), want {\"apiKey\": ...}", out, err)
-	}
-	return created.APIKey
+	return createCompanyAs(t, bin, st, "Acme", "you@example.com")
 }
 
 // TestQuickStart follows the README: create a company with the admin command,

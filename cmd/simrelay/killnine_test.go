@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -590,7 +591,7 @@ func TestKillNineUnderMixedLoad(t *testing.T) {
 	// The end: every answered send reaches its phone, every report and
 	// inbound is acked, webhooks catch up.
 	mu.Lock()
-	all := maps2slice(answered)
+	all := slices.Sorted(maps.Keys(answered))
 	mu.Unlock()
 	poll.Within(t, 120*time.Second, "every answered send reaches its phone and every report and inbound is acked", func() bool {
 		for _, k := range phones {
@@ -893,15 +894,6 @@ func (k *killPhone) has(id string) bool {
 	return k.jobs[id] > 0
 }
 
-func maps2slice(m map[string]sent) []string {
-	out := make([]string, 0, len(m))
-	for id := range m {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // callKeyed is call with an Idempotency-Key.
 func callKeyed(t *testing.T, url, key, idem string, body any) (int, map[string]any) {
 	t.Helper()
@@ -961,7 +953,8 @@ func history(t *testing.T, base, key, fp, phone string) []struct {
 	return out
 }
 
-// createCompanyAs runs admin create-company for another company: its key.
+// createCompanyAs runs admin create-company for the company name, owned
+// by email, on st and returns the API key it prints.
 func createCompanyAs(t *testing.T, bin string, st testStore, name, email string) string {
 	t.Helper()
 	args := append([]string{"admin", "create-company", "--company", name, "--email", email, "--password", "Change-me-123"}, st.args()...)
@@ -973,7 +966,7 @@ func createCompanyAs(t *testing.T, bin string, st testStore, name, email string)
 		APIKey string `json:"apiKey"`
 	}
 	if err := json.Unmarshal(out, &created); err != nil || created.APIKey == "" {
-		t.Fatalf("create-company printed %q (%v)", out, err)
+		t.Fatalf("create-company printed %q (%v), want {\"apiKey\": ...}", out, err)
 	}
 	return created.APIKey
 }
