@@ -29,11 +29,11 @@ func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer
 	to := new(cliflag.DatabaseURL)
 	fs.Var(to, "to", "the PostgreSQL database to copy into, postgres://USER:PASSWORD@HOST:5432/DB (libpq's URL); it must hold no company (required)")
 	fs.Usage = flagUsage(fs, copyStoreUsage)
+	// Every other admin command names its database --database-url.
+	if namesDatabaseURL(args) {
+		return usageError{errors.New("copy-store names the database it copies into with --to, not --database-url (--data-dir is the embedded store it copies from): simrelay admin copy-store --data-dir D --to postgres://USER:PASSWORD@HOST:5432/DB")}
+	}
 	if err := parseFlags(fs, args, 0); err != nil {
-		// Every other admin command names its database so.
-		if strings.Contains(err.Error(), "not defined: -database-url") {
-			return usageError{errors.New("copy-store names the database it copies into with --to, not --database-url (--data-dir is the embedded store it copies from): simrelay admin copy-store --data-dir D --to postgres://USER:PASSWORD@HOST:5432/DB")}
-		}
 		return usageOrHelp(err)
 	}
 	if to.URL() == "" {
@@ -110,4 +110,19 @@ func printCopyCounts(w io.Writer, src, dst map[store.Kind]int64, loaded []store.
 		fmt.Fprintf(w, "%-*s  %10d  %10d%s\n", width, k, src[k], dst[k], mark)
 	}
 	return differ
+}
+
+// namesDatabaseURL reports whether args give a --database-url flag (in any
+// of the flag package's spellings) before a "--".
+func namesDatabaseURL(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "database-url" {
+			return true
+		}
+	}
+	return false
 }

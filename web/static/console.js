@@ -593,10 +593,11 @@
     say("err", "The " + what + " could not be reloaded: the server could not be reached. Reload the page in a moment.");
   }
 
-  // reload asks for the messages of a list (u), draws the list anew from
-  // the answer (redraw), then draws again over it (drawAgain) the messages drawn
-  // while it was on its way, which the answer, read before them, lacks, and
-  // the badges of the links heard of meanwhile.
+  // reload asks for what a page lists (u: a thread's or a number's
+  // messages, or the devices' state for their badges), draws it anew from
+  // the answer (redraw), then draws again over it (drawAgain) what the
+  // stream brought while it was on its way, which the answer, read before
+  // it, lacks: messages, and the badges of the links heard of meanwhile.
   function reload(u, redraw, drawAgain, what) {
     what = what || "messages";
     var since = {msgs: {}, devices: {}};
