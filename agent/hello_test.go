@@ -85,22 +85,7 @@ func TestSendBeforeWelcomeIsTaken(t *testing.T) {
 	h := &helloHub{answer: func(ctx context.Context, ws *websocket.Conn) {
 		write(ctx, ws, job)
 		write(ctx, ws, proto.Welcome{DeviceFingerprint: "fp", ServerTime: stamp(time.Now()), PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "BOTH"})
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			f, err := proto.Decode(data)
-			if err != nil {
-				continue
-			}
-			switch f := f.(type) {
-			case *proto.Ack:
-				acked <- struct{}{}
-			case *proto.Status:
-				write(ctx, ws, proto.StatusAck{ID: f.ID, Status: f.Status})
-			}
-		}
+		answerJobs(ctx, ws, acked)
 	}}
 	tr := &memTransport{inbox: make(chan Received)}
 	runAgentAt(t, h, tr)
@@ -175,3 +160,24 @@ type inventoryTransport struct {
 }
 
 func (t *inventoryTransport) Inventory(context.Context) (Inventory, error) { return t.inv, nil }
+
+// answerJobs is a hub's side of a link once welcomed: it tells acked of
+// each ack and answers each status, until the link ends.
+func answerJobs(ctx context.Context, ws *websocket.Conn, acked chan<- struct{}) {
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		f, err := proto.Decode(data)
+		if err != nil {
+			continue
+		}
+		switch f := f.(type) {
+		case *proto.Ack:
+			acked <- struct{}{}
+		case *proto.Status:
+			write(ctx, ws, proto.StatusAck{ID: f.ID, Status: f.Status})
+		}
+	}
+}

@@ -28,22 +28,7 @@ func TestLateWelcomeWithinTheServersBoundIsWaitedFor(t *testing.T) {
 		}
 		write(ctx, ws, proto.Welcome{DeviceFingerprint: "fp", ServerTime: stamp(time.Now()), PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "BOTH"})
 		write(ctx, ws, job)
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			f, err := proto.Decode(data)
-			if err != nil {
-				continue
-			}
-			switch f := f.(type) {
-			case *proto.Ack:
-				acked <- struct{}{}
-			case *proto.Status:
-				write(ctx, ws, proto.StatusAck{ID: f.ID, Status: f.Status})
-			}
-		}
+		answerJobs(ctx, ws, acked)
 	}}
 	tr := &memTransport{inbox: make(chan Received)}
 	runAgentAt(t, h, tr)
