@@ -66,11 +66,12 @@ func (s *Store) MediaByKey(companyID, deviceID uint64, key string) (Media, error
 // so that no network read happens inside the write transaction), in one
 // transaction with its record, charged to the company's storage budget.
 // m carries ID, CompanyID, DeviceID, Key, ContentType, Filename and Size.
-// A repeated Key answers the upload made first (and reads nothing); a
-// device deleted meanwhile, or whose company is closing
-// (MarkCompanyClosing) or not stored, is ErrDeviceGone, read in this
+// A device deleted meanwhile, or whose company is closing
+// (MarkCompanyClosing) or not stored, is ErrDeviceGone, read first in this
 // transaction: an upload whose token the server checked again just
-// before a mark stores nothing after it.
+// before a mark stores nothing after it, and a repeated Key of such a
+// device is refused too. Else a repeated Key answers the upload made
+// first (and reads nothing).
 func (s *Store) PutMedia(m Media, src io.Reader, now time.Time) (Media, bool, error) {
 	var out Media
 	var dup bool

@@ -43,6 +43,35 @@ func removalClosingInbound(t *testing.T, s RemovalStore) {
 	if _, _, err := s.StoreAgentInbound(&waBefore, clock); err != nil {
 		t.Fatalf("an agent's inbound before the mark: %v", err)
 	}
+	upload := func(dev store.Device, id, key string, data []byte) (store.Media, bool, error) {
+		return s.PutMedia(store.Media{ID: id, CompanyID: dev.CompanyID, DeviceID: dev.ID, Key: key, ContentType: "image/png", Filename: "a.png",
+			Size: int64(len(data))}, bytes.NewReader(data), T0)
+	}
+	// A repeated key is answered as the upload stored first only while
+	// the device is live and its company open.
+	refusedRepeat := func(what string, dev store.Device, key string, first store.Media) {
+		t.Helper()
+		data := []byte("png again")
+		if md, dup, err := upload(dev, fmt.Sprintf("med_closing_again_%d", unique()), key, data); !errors.Is(err, store.ErrDeviceGone) || dup || md.ID != "" {
+			t.Errorf("%s: %+v (dup %v, %v), want store.ErrDeviceGone", what, md, dup, err)
+		}
+		if md, err := s.MediaByKey(dev.CompanyID, dev.ID, key); err != nil || md.ID != first.ID || md.Size != first.Size {
+			t.Errorf("%s: the upload stored first is %+v (%v), want %+v kept", what, md, err, first)
+		}
+	}
+	fileBefore, _, err := upload(d, fmt.Sprintf("med_closing_before_%d", n), "closing/before", []byte("png before the mark"))
+	if err != nil {
+		t.Fatalf("a file uploaded before the mark: %v", err)
+	}
+	deleted := Device(t, s, a.ID, fmt.Sprintf("closing-in-deleted-%d", n))
+	fileDeleted, _, err := upload(deleted, fmt.Sprintf("med_closing_deleted_%d", n), "deleted/0", []byte("png before the deletion"))
+	if err != nil {
+		t.Fatalf("a file uploaded before its device's deletion: %v", err)
+	}
+	if _, err := s.DeleteDevice(a.ID, deleted.Fingerprint, T0); err != nil {
+		t.Fatal(err)
+	}
+	refusedRepeat("a repeat of a file uploaded before its device was deleted", deleted, "deleted/0", fileDeleted)
 	if _, err := s.MarkCompanyClosing(a.ID, T0.Add(time.Minute), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +107,7 @@ func removalClosingInbound(t *testing.T, s RemovalStore) {
 	if md, err := s.MediaByKey(a.ID, d.ID, "closing/0"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a file uploaded under a closing company was stored: %+v (%v)", md, err)
 	}
+	refusedRepeat("a repeat of a file uploaded before the mark", d, "closing/before", fileBefore)
 	if list, err := s.OptOuts(a.ID, "", 10); err != nil || len(list) != 1 {
 		t.Errorf("the closing company's opt-outs: %+v (%v), want the one its STOP before the mark listed", list, err)
 	}

@@ -53,12 +53,13 @@ func (s *Store) MediaByKey(companyID, deviceID uint64, key string) (store.Media,
 // so that no network read happens inside the transaction), in one
 // transaction with its record, charged to the company's storage budget.
 // m carries ID, CompanyID, DeviceID, Key, ContentType, Filename and Size.
-// A repeated Key answers the upload made first (and reads nothing), also
-// when both are made at once; a device that is not the company's live one,
-// or whose company is closing (MarkCompanyClosing) or not stored, is
-// ErrDeviceGone, read under the company's row lock
-// (deviceOfOpenCompanySQL): an upload whose token the server checked
-// again (Recheck) just before a mark stores nothing after it.
+// A device that is not the company's live one, or whose company is
+// closing (MarkCompanyClosing) or not stored, is ErrDeviceGone, read
+// first, under the company's row lock (deviceOfOpenCompanySQL): an upload
+// whose token the server checked again (Recheck) just before a mark
+// stores nothing after it, and a repeated Key of such a device is refused
+// too. Else a repeated Key answers the upload made first (and reads
+// nothing), also when both are made at once.
 func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Media, bool, error) {
 	var out store.Media
 	var dup bool
@@ -71,6 +72,15 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 	read := false // the upload was read from (by an earlier try)
 	err := s.write(fmt.Sprintf("put media %q", m.Key), func(t *txn) error {
 		out, dup = store.Media{}, false
+		// The device first, as the embedded store reads it: a repeated key
+		// of a device deleted or of a closing company is refused, as a
+		// repeat of an inbound message stored before is (StoreInbound).
+		var dev []byte
+		if err := t.row(deviceOfOpenCompanySQL, id(m.CompanyID), id(m.DeviceID)).Scan(&dev); errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrDeviceGone
+		} else if err != nil {
+			return mapErr(err)
+		}
 		err := getRec(t, &out, "SELECT rec FROM media WHERE company_id = $1 AND device_id = $2 AND key = $3", id(m.CompanyID), id(m.DeviceID), m.Key)
 		if err == nil {
 			dup = true
@@ -78,12 +88,6 @@ func (s *Store) PutMedia(m store.Media, src io.Reader, now time.Time) (store.Med
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return err
-		}
-		var dev []byte
-		if err := t.row(deviceOfOpenCompanySQL, id(m.CompanyID), id(m.DeviceID)).Scan(&dev); errors.Is(err, pgx.ErrNoRows) {
-			return store.ErrDeviceGone
-		} else if err != nil {
-			return mapErr(err)
 		}
 		if read {
 			if start < 0 {
