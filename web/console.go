@@ -326,13 +326,16 @@ type Flash struct {
 
 // view is what every page template gets.
 type view struct {
-	Title   string
-	Page    string
-	Nav     []navItem
-	User    store.User
-	Admin   bool
-	CSRF    string
-	Flash   Flash
+	Title string
+	Page  string
+	Nav   []navItem
+	User  store.User
+	Admin bool
+	CSRF  string
+	Flash Flash
+	// Typed is what a refused plain post's form held, which the page
+	// that shows its error fills the form with (typedCookie).
+	Typed   Typed
 	Data    any
 	Company string
 	// Timers are Config.Timers, for the body's data attributes.
@@ -353,6 +356,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 		// the pre-sign-in one.
 		v.Flash = c.flash.from(r, v.CSRF)
 	}
+	v.Typed = c.typed(w, r, v.CSRF, v.Flash)
 	secureHeaders(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if r.Method == http.MethodHead {

@@ -16,7 +16,8 @@ import (
 // TestBrowserSendWithoutTheScriptComesBackToItsPage: a send posted before
 // the page's script ran (here, with scripts off) that the number's pause
 // refuses comes back to the number's page with the refusal in its banner:
-// it was the console's 403 error page, the number and its form gone.
+// it was the console's 403 error page, the number and its form gone. The
+// form holds what was typed.
 func TestBrowserSendWithoutTheScriptComesBackToItsPage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -35,7 +36,7 @@ func TestBrowserSendWithoutTheScriptComesBackToItsPage(t *testing.T) {
 	do(t, ctx, "open the number", chromedp.Navigate(e.url+"/console/numbers/whatsapp/"+wa), chromedp.WaitVisible(chromedp.CSS(`#agent-send`)))
 	do(t, ctx, "send", chromedp.SendKeys(field("to"), "+15550100999"), chromedp.SendKeys(field("content"), "Are you there?"),
 		chromedp.Click(chromedp.CSS(`#agent-send button[type=submit]`)))
-	waitFor(t, ctx, "the next page", `document.readyState === "complete" && !(document.querySelector("[name=content]") || {}).value`)
+	waitFor(t, ctx, "the next page", `document.readyState === "complete" && location.search.indexOf("err=") >= 0`)
 	u, err := url.Parse(eval[string](t, ctx, `location.href`))
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +49,13 @@ func TestBrowserSendWithoutTheScriptComesBackToItsPage(t *testing.T) {
 	form := eval[int](t, ctx, `document.querySelectorAll("#agent-send").length`)
 	if form != 1 {
 		t.Errorf("the page it came back to has %d send forms", form)
+	}
+	// What was typed is in the form again, to send once the number is
+	// resumed: it came back empty.
+	to := eval[string](t, ctx, `document.querySelector("#agent-send [name=to]").value`)
+	content := eval[string](t, ctx, `document.querySelector("#agent-send [name=content]").value`)
+	if to != "+15550100999" || content != "Are you there?" {
+		t.Errorf("the form came back with to %q and text %q, want what was typed", to, content)
 	}
 }
 
