@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/channel"
 	"github.com/simrelay/simrelay/internal/storetest"
@@ -27,13 +29,8 @@ import (
 func TestInboundOfAClosingCompany(t *testing.T) {
 	t.Parallel()
 	r := agentsRig(t)
-	ws, _, err := r.dial(r.pair("closing-1"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
-		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+	ws := r.link(t, "closing-1")
+	writeFrame(t, ws, helloWithWhatsApp("+15550101111"))
 	if w, ok := readFrame(t, ws).(*proto.Welcome); !ok {
 		t.Fatalf("got %#v, want a welcome", w)
 	}
@@ -41,17 +38,7 @@ func TestInboundOfAClosingCompany(t *testing.T) {
 		t.Fatal(err)
 	}
 	conformance.RemoveCompany(t, r.store, r.company, 1000) // and no Disconnect of the link
-	// The second is answered on the same link: the first did not end it.
-	for _, in := range []proto.Inbound{
-		{ClientID: "sms-1", Channel: proto.ChannelSMS, From: "+15550000001", Message: "hello"},
-		{ClientID: "wa-1", Channel: channel.WhatsApp, From: "+15550000002", To: "+15550101111", Message: "hello"},
-	} {
-		writeFrame(t, ws, in)
-		got := readFrame(t, ws)
-		if f, ok := got.(*proto.Error); !ok || f.Code != string(problem.NotFound) || f.ClientID != in.ClientID {
-			t.Fatalf("%s inbound of a closing company: got %#v, want error not_found for client_id %s", in.Channel, got, in.ClientID)
-		}
-	}
+	inboundsRefused(t, ws, "a closing company")
 }
 
 // A hello that names WhatsApp numbers on a link upgraded before its
@@ -63,17 +50,12 @@ func TestInboundOfAClosingCompany(t *testing.T) {
 func TestHelloOfARemovedCompany(t *testing.T) {
 	t.Parallel()
 	r := agentsRig(t)
-	ws, _, err := r.dial(r.pair("removed-1"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
+	ws := r.link(t, "removed-1")
 	if _, err := r.store.MarkCompanyClosing(r.company, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	conformance.RemoveCompany(t, r.store, r.company, 1000)
-	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
-		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+	writeFrame(t, ws, helloWithWhatsApp("+15550101111"))
 	if code := closeCode(t, ws); code != proto.CloseDeviceGone {
 		t.Errorf("a hello of a removed company: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
 	}
@@ -89,39 +71,20 @@ func TestHelloOfARemovedCompany(t *testing.T) {
 func TestInboundOfACompanyMarkedClosing(t *testing.T) {
 	t.Parallel()
 	r := agentsRig(t)
-	ws, _, err := r.dial(r.pair("marked-1"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ws.CloseNow()
-	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
-		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+	ws := r.link(t, "marked-1")
+	writeFrame(t, ws, helloWithWhatsApp("+15550101111"))
 	if w, ok := readFrame(t, ws).(*proto.Welcome); !ok {
 		t.Fatalf("got %#v, want a welcome", w)
 	}
-	late, _, err := r.dial(r.pair("marked-2"), nil) // upgraded before the mark
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer late.CloseNow()
+	late := r.link(t, "marked-2") // upgraded before the mark
 	if _, err := r.store.MarkCompanyClosing(r.company, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	for _, in := range []proto.Inbound{
-		{ClientID: "sms-1", Channel: proto.ChannelSMS, From: "+15550000001", Message: "hello"},
-		{ClientID: "wa-1", Channel: channel.WhatsApp, From: "+15550000002", To: "+15550101111", Message: "hello"},
-	} {
-		writeFrame(t, ws, in)
-		got := readFrame(t, ws)
-		if f, ok := got.(*proto.Error); !ok || f.Code != string(problem.NotFound) || f.ClientID != in.ClientID {
-			t.Errorf("%s inbound of a company marked closing: got %#v, want error not_found for client_id %s", in.Channel, got, in.ClientID)
-		}
-	}
+	inboundsRefused(t, ws, "a company marked closing")
 	if n, err := r.store.StatsTotals(r.company); err != nil || n.Received != 0 {
 		t.Errorf("messages received by a company marked closing: %+v (%v), want none", n, err)
 	}
-	writeFrame(t, late, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
-		WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550102222"}}})
+	writeFrame(t, late, helloWithWhatsApp("+15550102222"))
 	if code := closeCode(t, late); code != proto.CloseDeviceGone {
 		t.Errorf("a hello of a company marked closing: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
 	}
@@ -164,17 +127,46 @@ func TestHelloNotFoundIsNoRemoval(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r := agentsRigWith(t, wrap)
-			ws, _, err := r.dial(r.pair("row-missing"), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.CloseNow()
-			writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
-				WhatsApp: []proto.WhatsAppNumber{{Phone: "+15550101111"}}})
+			ws := r.link(t, "row-missing")
+			writeFrame(t, ws, helloWithWhatsApp("+15550101111"))
 			if code := closeCode(t, ws); code != proto.CloseInternalError {
 				t.Errorf("a hello whose %s found no row: closed %d, want %d (server fault)", name, code, proto.CloseInternalError)
 			}
 		})
+	}
+}
+
+// link is a link of a new device fp of r's company, upgraded, no hello sent.
+func (r *rig) link(t *testing.T, fp string) *websocket.Conn {
+	t.Helper()
+	ws, _, err := r.dial(r.pair(fp), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	return ws
+}
+
+// helloWithWhatsApp is an agent's hello naming one WhatsApp number.
+func helloWithWhatsApp(number string) proto.Hello {
+	return proto.Hello{Protocol: 1, AppVersion: "test", SelectedSIM: "BOTH", SIMs: []proto.SIM{{Slot: "SIM1"}},
+		WhatsApp: []proto.WhatsAppNumber{{Phone: number}}}
+}
+
+// inboundsRefused sends an SMS and a WhatsApp inbound on ws and wants each
+// refused not_found naming its client_id, the second on the same link (the
+// first did not end it).
+func inboundsRefused(t *testing.T, ws *websocket.Conn, what string) {
+	t.Helper()
+	for _, in := range []proto.Inbound{
+		{ClientID: "sms-1", Channel: proto.ChannelSMS, From: "+15550000001", Message: "hello"},
+		{ClientID: "wa-1", Channel: channel.WhatsApp, From: "+15550000002", To: "+15550101111", Message: "hello"},
+	} {
+		writeFrame(t, ws, in)
+		got := readFrame(t, ws)
+		if f, ok := got.(*proto.Error); !ok || f.Code != string(problem.NotFound) || f.ClientID != in.ClientID {
+			t.Fatalf("%s inbound of %s: got %#v, want error not_found for client_id %s", in.Channel, what, got, in.ClientID)
+		}
 	}
 }
 
