@@ -1,11 +1,8 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 
 	"github.com/chromedp/cdproto/emulation"
@@ -199,23 +196,7 @@ func TestBrowserLiveViewCatchUpRedrawsTheMoreLine(t *testing.T) {
 	e := newEnv(t, opt)
 	key := e.company("Acme", "ada@acme.test", "Correct1horse")
 	e.pairPhone(e.pairingCode(key), "fp-1", false)
-	send := func(from, n int) {
-		msgs := make([]map[string]string, n)
-		for i := range msgs {
-			msgs[i] = map[string]string{"phone": fmt.Sprintf("+1555010%04d", from+i), "message": "hi"}
-		}
-		body, _ := json.Marshal(map[string]any{"device_fingerprint": "fp-1", "messages": msgs})
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/send-bulk", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := testhttp.Client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := read(t, res); p.status != http.StatusOK {
-			t.Fatalf("POST /chat/send-bulk: %d %s", p.status, p.body)
-		}
-	}
+	send := func(from, n int) { e.sendToMany(t, key, "fp-1", from, n) }
 	send(0, 199)
 	ctx := chrome(t)
 	signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")

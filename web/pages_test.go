@@ -397,6 +397,27 @@ func TestSettingsShowsMCPEndpoint(t *testing.T) {
 	}
 }
 
+// sendToMany sends "hi" from device to the n numbers +1555010xxxx, xxxx
+// from "from" on, in one bulk send: n conversations.
+func (e *env) sendToMany(t *testing.T, key, device string, from, n int) {
+	t.Helper()
+	msgs := make([]map[string]string, n)
+	for i := range msgs {
+		msgs[i] = map[string]string{"phone": fmt.Sprintf("+1555010%04d", from+i), "message": "hi"}
+	}
+	body, _ := json.Marshal(map[string]any{"device_fingerprint": device, "messages": msgs})
+	req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/send-bulk", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := testhttp.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := read(t, res); p.status != http.StatusOK {
+		t.Fatalf("POST /chat/send-bulk: %d %s", p.status, p.body)
+	}
+}
+
 // A device's conversations are listed the latest 200 first, with a line
 // saying older ones are not listed; fewer are listed without it.
 func TestMessagesPageListsTheLatestConversations(t *testing.T) {
@@ -406,23 +427,7 @@ func TestMessagesPageListsTheLatestConversations(t *testing.T) {
 	e.pairPhone(e.pairingCode(key), "fp-1", false)
 	b := e.browser()
 	b.signIn("ada@acme.test", "Correct1horse")
-	send := func(from, n int) {
-		msgs := make([]map[string]string, n)
-		for i := range msgs {
-			msgs[i] = map[string]string{"phone": fmt.Sprintf("+1555010%04d", from+i), "message": "hi"}
-		}
-		body, _ := json.Marshal(map[string]any{"device_fingerprint": "fp-1", "messages": msgs})
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/chat/send-bulk", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := testhttp.Client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := read(t, res); p.status != http.StatusOK {
-			t.Fatalf("POST /chat/send-bulk: %d %s", p.status, p.body)
-		}
-	}
+	send := func(from, n int) { e.sendToMany(t, key, "fp-1", from, n) }
 	send(0, 199)
 	if got := b.get("/console/messages?device=fp-1").body; strings.Count(got, `<li data-phone=`) != 199 || strings.Contains(got, `id="more-convs"`) {
 		t.Fatalf("199 conversations: want all listed and no line about older ones")
