@@ -2,7 +2,6 @@ package account_test
 
 import (
 	"context"
-	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/storetest"
-	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
 	"github.com/simrelay/simrelay/store/conformance"
@@ -31,15 +29,7 @@ import (
 func TestAddressOfAClosingCompany(t *testing.T) {
 	t.Parallel()
 	st := storetest.Open(t)
-	log := slog.New(slog.DiscardHandler)
-	mailer, err := mail.New(mail.Config{PublicURL: "http://localhost"}, st, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, mailer, log, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newService(t, st, account.Config{}, time.Now)
 	const password = "Correct horse battery 9"
 	acme, _, _, err := svc.CreateCompany("Acme", account.OwnerInput{FirstName: "Ana", LastName: "Lima", Email: "ana@acme.test", Password: password})
 	if err != nil {

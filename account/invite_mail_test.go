@@ -2,14 +2,12 @@ package account_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/testclock"
-	"github.com/simrelay/simrelay/mail"
 	"github.com/simrelay/simrelay/store"
 )
 
@@ -20,16 +18,8 @@ import (
 func TestInviteMailNamesAPersonOrNoInviter(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
-	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	mailer, err := mail.New(mail.Config{PublicURL: "http://localhost"}, st, log, clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, mailer, log, clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newService(t, st, account.Config{}, clk.Now)
 	owner := account.OwnerInput{FirstName: "Ana", LastName: "Lima", Email: "ana@acme.test", Password: "Correct horse battery 9"}
 	acme, ana, _, err := svc.CreateCompany("Acme", owner)
 	if err != nil {

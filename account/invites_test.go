@@ -27,16 +27,8 @@ import (
 func TestInvitesPerDayBounded(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
-	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	mailer, err := mail.New(mail.Config{PublicURL: "http://localhost"}, st, log, clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := account.New(account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64}, st, mailer, log, clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := newService(t, st, account.Config{}, clk.Now)
 	owner := account.OwnerInput{FirstName: "A", LastName: "B", Password: "Correct horse battery 9"}
 	owner.Email = "owner@acme.test"
 	acme, _, _, err := svc.CreateCompany("Acme", owner)

@@ -2,14 +2,12 @@ package account_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/internal/testclock"
-	"github.com/simrelay/simrelay/mail"
 )
 
 // The verification and reset mails promise the lifetimes the server gives
@@ -17,20 +15,10 @@ import (
 func TestMailsSayConfiguredLifetimes(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
-	log := slog.New(slog.DiscardHandler)
 	clk := testclock.New(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	mailer, err := mail.New(mail.Config{PublicURL: "http://localhost"}, st, log, clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := account.Config{PublicURL: "http://localhost", PasswordTime: 1, PasswordMemory: 64,
-		VerifyTTL: 72 * time.Hour, ResetTTL: 30 * time.Minute}
-	s, err := account.New(cfg, st, mailer, log, clk.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newService(t, st, account.Config{VerifyTTL: 72 * time.Hour, ResetTTL: 30 * time.Minute}, clk.Now)
 	const email = "owner@acme.test"
-	_, _, err = s.Signup(context.Background(), account.SignupInput{
+	_, _, err := s.Signup(context.Background(), account.SignupInput{
 		Company: account.CompanyInput{Name: "Acme", Phone: "+15551234567", Address: "1 Main St", City: "Springfield", State: "IL", Country: "US"},
 		Owner:   account.OwnerInput{FirstName: "Ann", LastName: "Lee", Email: email, Password: "Correct horse battery 9"},
 	})
