@@ -16,9 +16,10 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
+
+	proto "github.com/simrelay/simrelay/android-protocol"
 )
 
 // DefaultInboundMediaBytes caps a file of a received message the agent
@@ -125,11 +126,7 @@ func safeFilename(name string) string {
 		}
 		return r
 	}, strings.ToValidUTF8(name, "_"))
-	for len(name) > maxFilenameBytes {
-		_, n := utf8.DecodeLastRuneInString(name)
-		name = name[:len(name)-n]
-	}
-	return name
+	return proto.CutBytes(name, maxFilenameBytes)
 }
 
 func max64(a, b int64) int64 {

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // Android's zone names, which Termux has no zoneinfo files for
-	"unicode/utf8"
 
 	"github.com/simrelay/simrelay/agent"
 	proto "github.com/simrelay/simrelay/android-protocol"
@@ -162,11 +161,7 @@ func (t *Transport) Inventory(ctx context.Context) (agent.Inventory, error) {
 		t.cfg.Logger.Info("a dual-SIM phone: Termux:API describes one SIM; name both with --sims SIM1,SIM2")
 	}
 	// The server takes at most 64 bytes; cut on a character boundary.
-	carrier := info.SIMOperatorName
-	for len(carrier) > 64 {
-		_, size := utf8.DecodeLastRuneInString(carrier)
-		carrier = carrier[:len(carrier)-size]
-	}
+	carrier := proto.CutBytes(info.SIMOperatorName, 64)
 	return agent.Inventory{SIMs: []proto.SIM{{Slot: proto.SIM1, Carrier: carrier}}, Health: t.health(ctx, &info)}, nil
 }
 
