@@ -30,13 +30,13 @@ const typedCookie = "simrelay_typed"
 const typedMaxBytes = 3500
 
 // typedFields are the fields a form may get back, by the form's action:
-// never a password, a token or a secret (the webhook's secret is not
-// among them), only what the user typed or picked in the form.
+// never a password, a token or a secret, only what the user typed or
+// picked in the form. The webhooks form is not among them: its entries
+// come back as the page draws them (docs/console.md).
 var typedFields = map[string][]string{
 	Prefix + "/messages/send": {"phone", "sim_slot", "send_at", "message"},
 	Prefix + "/opt-outs":      {"phone"},
 	Prefix + "/team/invite":   {"email", "firstName", "lastName", "role"},
-	Prefix + "/webhooks":      {"url"},
 	"number send":             {"to", "type", "media_url", "content"},
 }
 
