@@ -27,8 +27,6 @@ func (c *Console) poolRoutes(mux *http.ServeMux) {
 // simUse is one SIM's caps and use, as the page shows it.
 type simUse struct {
 	Device string
-	// Name is the device's name, as the devices page names it.
-	Name string
 	store.SIMUsage
 }
 
@@ -92,7 +90,7 @@ func (c *Console) poolsPage(w http.ResponseWriter, r *http.Request, q *req) erro
 		}
 		for _, u := range us {
 			data.Use[d.Fingerprint+"/"+u.Slot] = u
-			data.SIMs = append(data.SIMs, simUse{Device: d.Fingerprint, Name: data.Name(d.Fingerprint), SIMUsage: u})
+			data.SIMs = append(data.SIMs, simUse{Device: d.Fingerprint, SIMUsage: u})
 		}
 	}
 	c.render(w, r, http.StatusOK, "pools", c.viewFor(q, "Pools", data))
