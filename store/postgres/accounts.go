@@ -71,9 +71,7 @@ func (s *Store) DeviceCompany(companyID, deviceID uint64) (store.Company, error)
 	err := s.read(fmt.Sprintf("company %d of device %d", companyID, deviceID), func(t *txn) error {
 		c = store.Company{}
 		var raw []byte
-		err := t.row(`SELECT c.rec FROM devices d JOIN companies c ON c.id = d.company_id
-			WHERE d.company_id = $1 AND d.id = $2 AND d.deleted_at IS NULL AND NOT c.rec ? 'closing_at'`,
-			id(companyID), id(deviceID)).Scan(&raw)
+		err := t.row(`SELECT c.rec FROM `+openCompanyDevice, id(companyID), id(deviceID)).Scan(&raw)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return store.ErrDeviceGone

@@ -126,6 +126,11 @@ func (s *Store) StoreAgentInbound(m *store.Message, now func() time.Time) (store
 // takes it (inboundReadSQL): a mark waits for a write that read the
 // company open, and a write that met the mark's lock reads the row again
 // as the mark left it and finds no device.
-const deviceOfOpenCompanySQL = `SELECT d.rec FROM devices d JOIN companies c ON c.id = d.company_id
-	WHERE d.company_id = $1 AND d.id = $2 AND d.deleted_at IS NULL AND NOT c.rec ? 'closing_at'
-	FOR KEY SHARE OF c`
+const deviceOfOpenCompanySQL = `SELECT d.rec FROM ` + openCompanyDevice + ` FOR KEY SHARE OF c`
+
+// openCompanyDevice is the device (company $1, device $2) while it is live
+// and its company (c) stored and not closing, joined to its company: what
+// DeviceCompany reads, and a write of its link reads again locked
+// (deviceOfOpenCompanySQL).
+const openCompanyDevice = `devices d JOIN companies c ON c.id = d.company_id
+	WHERE d.company_id = $1 AND d.id = $2 AND d.deleted_at IS NULL AND NOT c.rec ? 'closing_at'`
