@@ -288,6 +288,12 @@ func adminBackup(args []string, stdout, stderr io.Writer) error {
 	if fi, err := os.Stat(file); err == nil && fi.IsDir() {
 		return fmt.Errorf("%s is a directory: name the file to write, such as %s; nothing was written", file, filepath.Join(file, "simrelay-backup.db"))
 	}
+	// Nor a device, a FIFO or a socket (a link is a name, which the rename
+	// replaces): the rename would put the copy in its place, /dev/null
+	// become a plain file.
+	if fi, err := os.Lstat(file); err == nil && !fi.Mode().IsRegular() && fi.Mode()&os.ModeSymlink == 0 {
+		return fmt.Errorf("%s is not a regular file: name a file to write; nothing was written", file)
+	}
 	fileDir, err := os.Stat(filepath.Dir(file))
 	if err != nil {
 		return fmt.Errorf("the directory of %s: %w; nothing was written", file, err)
