@@ -10,6 +10,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/android-protocol/client"
+	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/internal/testhttp"
 )
 
@@ -237,7 +238,11 @@ func TestBrowserNumbersListCatchesUpTheBadges(t *testing.T) {
 	do(t, ctx, "open the numbers", chromedp.Navigate(e.url+"/console/numbers"), chromedp.WaitVisible(chromedp.CSS(`table.numbers`)))
 	eval[bool](t, ctx, `window.sameLoad = true`)
 	h.reachedStream(t)
+	told := e.told.of("agent-1")
 	stop()
+	// The link's end told to the tabs before the stream opens: told after,
+	// it is an event the stream brings, with nothing to catch up.
+	poll.Until(t, "the link's end told", func() bool { return e.told.of("agent-1") > told })
 	h.free()
 	waitFor(t, ctx, "the stream open", `document.getElementById("numbers").dataset.live === "true"`)
 	waitFor(t, ctx, "the agent offline", badgeIs("table.numbers [data-online]", false))

@@ -52,6 +52,7 @@ type env struct {
 	accounts *account.Service
 	broker   *web.Broker
 	hub      *gateway.Hub
+	told     *toldCount
 	sms      *sms.Service
 	agents   *channel.Service
 	// stop takes the server down (the "server unreachable" case).
@@ -159,7 +160,13 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	broker := web.NewBroker(o.streams, clk.Now)
 	// The tabs hear of the phones' links coming and going, as simrelay
 	// serve's do (without device presence's events: nothing here reads them).
-	hub.SetPresence(web.DevicePresence{Online: hub.Online, Tell: broker.DeviceChanged})
+	// told counts what the tabs were told of each device, for a test that
+	// must know a link's end reached them.
+	told := &toldCount{n: map[string]int{}}
+	hub.SetPresence(web.DevicePresence{Online: hub.Online, Tell: func(company uint64, fp string, online bool) {
+		broker.DeviceChanged(company, fp, online)
+		told.note(fp)
+	}})
 	messages.SetWatcher(broker)
 	agents.SetWatcher(broker)
 	consoleURL := publicURL
@@ -192,7 +199,7 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	srv.Config.RegisterOnShutdown(console.Shutdown)
 	srv.Start()
 	t.Cleanup(func() { console.Shutdown(); srv.Close() })
-	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker, hub: hub, sms: messages, agents: agents, handler: srv.Config.Handler,
+	return &env{t: t, url: srv.URL, store: st, inbox: inbox, clock: clk, accounts: accounts, broker: broker, hub: hub, told: told, sms: messages, agents: agents, handler: srv.Config.Handler,
 		stop:    func() { console.Shutdown(); srv.CloseClientConnections(); srv.Listener.Close() },
 		console: func() (*web.Console, error) { return web.New(consoleCfg, consoleDeps) }}
 }
@@ -393,4 +400,24 @@ func (e *env) pairingCode(apiKey string) string {
 		e.t.Fatalf("pairing: %d %s", p.status, p.body)
 	}
 	return m[1]
+}
+
+// toldCount counts the device changes the console's tabs were told of, by
+// fingerprint.
+type toldCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *toldCount) note(fp string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[fp]++
+}
+
+// of is how many changes of fp the tabs were told of.
+func (c *toldCount) of(fp string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[fp]
 }
