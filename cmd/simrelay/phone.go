@@ -176,8 +176,12 @@ func phoneCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.tokenFile = defaultPhoneTokenFile(cfg.fingerprint)
 	}
 	if cfg.pairingCode == "" && cfg.apiKey == "" && cfg.token == "" {
-		if _, ok, err := loadPhoneToken(cfg.tokenFile, cfg.server, cfg.fingerprint); err != nil {
+		var damaged *damagedTokenFile
+		if _, ok, err := loadPhoneToken(cfg.tokenFile, cfg.server, cfg.fingerprint); errors.As(err, &damaged) {
 			fmt.Fprintf(stderr, "simrelay phone: %v: give --pairing-code, --api-key or --token to pair again\n", err)
+			return 2
+		} else if err != nil {
+			fmt.Fprintf(stderr, "simrelay phone: %v\n", err)
 			return 2
 		} else if !ok {
 			fmt.Fprintf(stderr, "simrelay phone: no device token of %s for %s in %s: give --pairing-code, --api-key or --token\n", cfg.fingerprint, cfg.server, cfg.tokenFile)

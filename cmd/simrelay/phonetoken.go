@@ -47,6 +47,9 @@ func (e *damagedTokenFile) Error() string {
 // it belongs to another server or device. A file that cannot be used is a
 // *damagedTokenFile.
 func loadPhoneToken(path, server, fingerprint string) (saved savedPhone, ok bool, err error) {
+	if err := notAFile(path); err != nil {
+		return saved, false, err
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return saved, false, nil
@@ -74,9 +77,23 @@ func loadPhoneToken(path, server, fingerprint string) (saved savedPhone, ok bool
 	return saved, true, nil
 }
 
+// notAFile refuses a token file that is there and is no file (a
+// directory, FIFO, device or socket): it is neither read (opening a FIFO
+// waits for a writer, and the phone hung there, deaf to SIGTERM) nor
+// replaced by the saved token.
+func notAFile(path string) error {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("token file %s is not a regular file: name a file to keep the device token in", path)
+	}
+	return nil
+}
+
 // savePhoneToken writes the token file readable by its owner only (the
 // token is a password), replacing any earlier one in one step.
 func savePhoneToken(path string, saved savedPhone) error {
+	if err := notAFile(path); err != nil {
+		return err
+	}
 	data, err := json.MarshalIndent(saved, "", "  ")
 	if err != nil {
 		return err
