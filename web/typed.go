@@ -37,7 +37,7 @@ const typedMaxBytes = 3500
 // typedFields are the fields a form may get back, by the form's action:
 // never a password, a token or a secret, only what the user typed or
 // picked in the form. The webhooks form's fields are its rows'
-// (webhookRowFields, typedRows): its signing secret is no field of it
+// (webhookRowFields, webhookGroups): its signing secret is no field of it
 // (it is only shown, and rotated by a form of its own, which has nothing
 // typed) and so never in the cookie.
 var typedFields = map[string][]string{
@@ -48,7 +48,7 @@ var typedFields = map[string][]string{
 }
 
 // webhooksAction is the webhooks form's action; its rows are kept whole
-// (typedRows), one group of fields each.
+// (webhookGroups), one group of fields each, drawn again by typedRow.
 const webhooksAction = Prefix + "/webhooks"
 
 // webhookRowFields are the fields of one row of the webhooks form
@@ -57,7 +57,7 @@ var webhookRowFields = []string{"id", "url", "active", "devices", "sims", "chann
 
 // rowKept is the key that says a row of the webhooks form was kept, whose
 // value is the row's entry id ("" for the new row): the page fills a row
-// only with the values of the same entry (webhookRows).
+// only with the values of the same entry (typedRow).
 const rowKept = "kept"
 
 // Typed is what a refused plain post's form held, for that form alone.
