@@ -34,24 +34,39 @@ func (b *Broker) RenderLive(m store.Message) (company uint64, body []byte, err e
 // JSON value without line breaks: a broken or hostile body from the bus can
 // neither add frames to a stream nor reach a tab.
 func (b *Broker) Deliver(company uint64, body []byte) error {
-	return b.deliver(company, liveEvent{eventMessage, body})
+	return b.deliver(company, liveEvent{eventMessage, body}, func() []string {
+		var m liveMessage
+		if json.Unmarshal(body, &m) != nil {
+			return []string{topicAll}
+		}
+		return messageTopics(m.Device, m.Channel, m.NumberID)
+	})
 }
 
 // DeliverDevice fans a device's event (RenderDevice, on this node or
 // another) out to the company's tabs on this node, as Deliver does a
 // message's.
 func (b *Broker) DeliverDevice(company uint64, body []byte) error {
-	return b.deliver(company, liveEvent{eventDevice, body})
+	return b.deliver(company, liveEvent{eventDevice, body}, func() []string {
+		var d liveDevice
+		if json.Unmarshal(body, &d) != nil {
+			return []string{topicAll, topicDevices}
+		}
+		return deviceTopics(d.Device)
+	})
 }
 
-func (b *Broker) deliver(company uint64, ev liveEvent) error {
+// deliver fans ev out; topics reads the topics of its change from its
+// body, as the node that rendered it noted them (a body of no event's
+// shape, which no tab draws, is of the company's changes, as it was).
+func (b *Broker) deliver(company uint64, ev liveEvent, topics func() []string) error {
 	if company == 0 {
 		return errors.New("live event without a company")
 	}
 	if bytes.ContainsAny(ev.body, "\r\n") || !json.Valid(ev.body) {
 		return fmt.Errorf("live %s event for company %d: not one line of JSON", ev.name, company)
 	}
-	if b.told(company) { // as MessageChanged: a tab opened meanwhile learns it missed one
+	if b.told(company, topics()) { // as MessageChanged: a tab opened meanwhile learns it missed one
 		b.publish(company, ev)
 	}
 	return nil

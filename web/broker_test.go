@@ -1,6 +1,7 @@
 package web
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,18 +79,19 @@ func TestBrokerSaysWhatAStreamMissedSinceItsPage(t *testing.T) {
 	now := time.Now()
 	b := NewBroker(StreamConfig{}, nil)
 	b.mono = func() time.Time { return now }
+	all := liveTopics("") // every change of the company
 	mark := b.Mark()
-	if b.missed(1, mark) {
+	if b.missed(1, mark, all) {
 		t.Error("a stream missed something with nothing changed")
 	}
 	b.MessageChanged(store.Message{ID: 1, CompanyID: 1}) // no tab open: told all the same
-	if !b.missed(1, mark) {
+	if !b.missed(1, mark, all) {
 		t.Error("a change after the page's mark, before its stream, was not missed")
 	}
-	if b.missed(2, mark) {
+	if b.missed(2, mark, all) {
 		t.Error("another company's change was missed")
 	}
-	if b.missed(1, b.Mark()) {
+	if b.missed(1, b.Mark(), all) {
 		t.Error("a change before the page's mark was missed")
 	}
 	// A cluster's other node's event, delivered here, counts the same.
@@ -97,14 +99,14 @@ func TestBrokerSaysWhatAStreamMissedSinceItsPage(t *testing.T) {
 	if err := b.Deliver(2, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if !b.missed(2, mark) || b.missed(1, mark) {
-		t.Errorf("after a delivered event of company 2: missed 1 %v, 2 %v", b.missed(1, mark), b.missed(2, mark))
+	if !b.missed(2, mark, all) || b.missed(1, mark, all) {
+		t.Errorf("after a delivered event of company 2: missed 1 %v, 2 %v", b.missed(1, mark, all), b.missed(2, mark, all))
 	}
 	other := NewBroker(StreamConfig{}, nil).Mark()
 	altered := []byte(b.Mark())
 	altered[0] ^= 1 // '0'<->'1', 'a'<->'`'...: another block, or not hex
 	for _, m := range []string{other, "x", "x.1", b.Mark() + "0", string(altered)} {
-		if !b.missed(3, m) {
+		if !b.missed(3, m, all) {
 			t.Errorf("the mark %q (not this broker's now) was taken for one without changes", m)
 		}
 	}
@@ -114,7 +116,7 @@ func TestBrokerSaysWhatAStreamMissedSinceItsPage(t *testing.T) {
 	if m1, m2 := b.Mark(), b.Mark(); m1 == m2 || strings.Contains(m1, ".") {
 		t.Errorf("two marks of one count: %q and %q, want sealed and apart", m1, m2)
 	}
-	if b.missed(1, "") {
+	if b.missed(1, "", all) {
 		t.Error("a stream without a mark was told to catch up")
 	}
 	// What is forgotten after changesKept catches up whatever it was.
@@ -122,13 +124,13 @@ func TestBrokerSaysWhatAStreamMissedSinceItsPage(t *testing.T) {
 	b.MessageChanged(store.Message{ID: 2, CompanyID: 4})
 	now = now.Add(changesKept)
 	b.MessageChanged(store.Message{ID: 3, CompanyID: 5}) // sweeps
-	if _, kept := b.changed[4]; kept {
+	if _, kept := b.changed[topicKey{4, topicAll}]; kept {
 		t.Error("a change older than changesKept is still held")
 	}
-	if !b.missed(4, old) || !b.missed(6, old) {
+	if !b.missed(4, old, all) || !b.missed(6, old, all) {
 		t.Error("a mark older than what the broker remembers was taken for one without changes")
 	}
-	if b.missed(4, b.Mark()) {
+	if b.missed(4, b.Mark(), all) {
 		t.Error("a fresh mark catches up after a sweep")
 	}
 }
@@ -142,6 +144,7 @@ func TestBrokerTellsADevicesLinkToItsCompanyOnly(t *testing.T) {
 	b := NewBroker(StreamConfig{Buffer: 4}, nil)
 	mine, _ := b.subscribe(1, 1, "s1")
 	other, _ := b.subscribe(2, 2, "s2")
+	all := liveTopics("")
 	mark := b.Mark()
 	b.DeviceChanged(1, "fp-1", true)
 	if got := <-mine.events; got.name != "device" || string(got.body) != `{"device":"fp-1","online":true}` {
@@ -150,8 +153,8 @@ func TestBrokerTellsADevicesLinkToItsCompanyOnly(t *testing.T) {
 	if len(other.events) != 0 {
 		t.Errorf("another company's tab got %d events", len(other.events))
 	}
-	if !b.missed(1, mark) || b.missed(2, mark) {
-		t.Errorf("after a link of company 1: missed 1 %v, 2 %v", b.missed(1, mark), b.missed(2, mark))
+	if !b.missed(1, mark, all) || b.missed(2, mark, all) {
+		t.Errorf("after a link of company 1: missed 1 %v, 2 %v", b.missed(1, mark, all), b.missed(2, mark, all))
 	}
 	if err := b.DeliverDevice(2, RenderDevice("fp-9", false)); err != nil {
 		t.Fatal(err)
@@ -161,5 +164,71 @@ func TestBrokerTellsADevicesLinkToItsCompanyOnly(t *testing.T) {
 	}
 	if err := b.DeliverDevice(2, []byte("{}\n\nevent: message")); err == nil || len(other.events) != 0 {
 		t.Error("a device event of more than one line of JSON was delivered")
+	}
+}
+
+// TestBrokerCatchesUpOnlyWhatThePageShows: a stream names the topics of
+// its page (of), and is told to catch up only for a change of one of
+// them: the devices page for a device's link, never for a message; the
+// messages page of a device for its SMS and any device's link, never for
+// another device's SMS or a number's message; a number's page for its
+// messages and its agent's link. A change delivered from another node
+// counts by its body the same. A stream naming none, or anything else,
+// catches up for every change of its company, as before.
+func TestBrokerCatchesUpOnlyWhatThePageShows(t *testing.T) {
+	t.Parallel()
+	b := NewBroker(StreamConfig{}, nil)
+	pages := map[string]string{
+		"devices":    "devices",
+		"messages":   "devices sms:fp-1",
+		"number":     "device:agent-1 number:wa1",
+		"none":       "",
+		"malformed":  "devices sms:",
+		"unknown":    "devices mail:x",
+		"many":       "sms:a sms:b sms:c sms:d sms:e",
+		"noconcerns": "   ",
+	}
+	for _, c := range []struct {
+		what   string
+		change func()
+		missed []string // the pages told to catch up
+	}{
+		{"an SMS of fp-1", func() { b.MessageChanged(store.Message{ID: 1, CompanyID: 1, Device: "fp-1"}) }, []string{"messages"}},
+		{"an SMS of fp-2", func() { b.MessageChanged(store.Message{ID: 2, CompanyID: 1, Device: "fp-2", Channel: "sms"}) }, nil},
+		{"a message of wa1", func() {
+			b.MessageChanged(store.Message{ID: 3, CompanyID: 1, Device: "agent-1", Channel: "whatsapp", NumberRef: "wa1"})
+		}, []string{"number"}},
+		{"a message of wa2", func() {
+			b.MessageChanged(store.Message{ID: 4, CompanyID: 1, Device: "agent-1", Channel: "whatsapp", NumberRef: "wa2"})
+		}, nil},
+		{"fp-2's link", func() { b.DeviceChanged(1, "fp-2", true) }, []string{"devices", "messages"}},
+		{"agent-1's link", func() { b.DeviceChanged(1, "agent-1", false) }, []string{"devices", "messages", "number"}},
+		{"an SMS of fp-1 from another node", func() {
+			_, body, _ := b.RenderLive(store.Message{ID: 5, CompanyID: 1, Device: "fp-1"})
+			if err := b.Deliver(1, body); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"messages"}},
+		{"a message of wa1 from another node", func() {
+			_, body, _ := b.RenderLive(store.Message{ID: 6, CompanyID: 1, Channel: "whatsapp", NumberRef: "wa1"})
+			if err := b.Deliver(1, body); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"number"}},
+		{"agent-1's link from another node", func() {
+			if err := b.DeliverDevice(1, RenderDevice("agent-1", true)); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"devices", "messages", "number"}},
+		{"another company's SMS of fp-1", func() { b.MessageChanged(store.Message{ID: 7, CompanyID: 2, Device: "fp-1"}) }, nil},
+	} {
+		mark := b.Mark()
+		c.change()
+		for page, of := range pages {
+			want := slices.Contains(c.missed, page) || (c.what != "another company's SMS of fp-1" && !slices.Contains([]string{"devices", "messages", "number"}, page))
+			if got := b.missed(1, mark, liveTopics(of)); got != want {
+				t.Errorf("after %s the %s page (of %q) missed it: %v, want %v", c.what, page, of, got, want)
+			}
+		}
 	}
 }

@@ -255,6 +255,7 @@ var funcs = template.FuncMap{
 	"deviceEvents":   func() []string { return deviceEvents },
 	"maxQueueDepth":  func() int { return store.MaxQueueDepth },
 	"eventTicked":    eventTicked,
+	"typedRow":       typedRow,
 	"dec":            func(n int) int { return n - 1 },
 	"cancelable":     func(status string) bool { return status == store.MsgScheduled || status == store.MsgQueued },
 	"list3":          func() []string { s := androidproto.SIMSlots(); return append(s[:], androidproto.BothSIMs) },

@@ -37,10 +37,14 @@ type deviceRow struct {
 	LastSeen    time.Time   `json:"last_seen,omitzero"` // absent for a phone never seen
 	SIMs        []store.SIM `json:"sims"`
 	AppVersion  string      `json:"app_version"`
-	Health      *healthView `json:"health"`      // nil until the phone reports its health
-	QueueDepth  int         `json:"queue_depth"` // SMS waiting for the phone, up to store.MaxQueueDepth
-	// Failures are its last failed or expired sends, newest first.
-	Failures []store.DeviceFailure `json:"last_failures"`
+	Health      *healthView `json:"health"` // nil until the phone reports its health
+	// QueueDepth is how many SMS wait for the phone, up to
+	// store.MaxQueueDepth; Failures are its last failed or expired sends,
+	// newest first. Only the devices page's cards show them, which alone
+	// read them (deviceRows): the state's JSON (the badges' reload, the
+	// pairing panel's poll) has neither.
+	QueueDepth int                   `json:"-"`
+	Failures   []store.DeviceFailure `json:"-"`
 }
 
 // healthView is a device's last health report as the cards show it; a
@@ -80,16 +84,22 @@ func (c *Console) devicesPresence(devs []store.Device) map[string]time.Time {
 	return c.deps.Phones.Presence(ids)
 }
 
-func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, error) {
+// deviceRows are the company's devices as the pages list them; with
+// summaries, with each one's queue depth and last failures (one read of
+// the store more, for the devices page's cards: the other pages and the
+// state show neither, and read neither).
+func (c *Console) deviceRows(r *http.Request, companyID uint64, summaries bool) ([]deviceRow, error) {
 	devs, err := c.deps.Devices.List(r.Context(), companyID)
 	if err != nil {
 		return nil, err
 	}
 	presence := c.devicesPresence(devs)
-	// And one read of the store for the queue depths and failures.
-	sums, err := c.deps.Devices.Summaries(r.Context(), companyID, devs)
-	if err != nil {
-		return nil, err
+	var sums map[uint64]store.DeviceSummary
+	if summaries {
+		// One read of the store for the queue depths and failures.
+		if sums, err = c.deps.Devices.Summaries(r.Context(), companyID, devs); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]deviceRow, 0, len(devs))
 	for _, d := range devs {
@@ -97,9 +107,6 @@ func (c *Console) deviceRows(r *http.Request, companyID uint64) ([]deviceRow, er
 		row := deviceRow{Fingerprint: d.Fingerprint, Name: d.Name, Status: d.Status, SelectedSIM: d.SelectedSIM,
 			LastSeen: d.LastSeenAt, SIMs: d.SIMs, AppVersion: d.AppVersion, Health: healthOf(d.Health),
 			QueueDepth: sum.QueueDepth, Failures: sum.Failures}
-		if row.Failures == nil {
-			row.Failures = []store.DeviceFailure{} // [] in the JSON, never null
-		}
 		if live, online := presence[d.Fingerprint]; online {
 			row.Online = true
 			if live.After(row.LastSeen) {
@@ -149,7 +156,7 @@ func deviceBack(r *http.Request) string {
 
 func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) error {
 	since := c.deps.Broker.Mark()
-	rows, err := c.deviceRows(r, q.p().CompanyID)
+	rows, err := c.deviceRows(r, q.p().CompanyID, true)
 	if err != nil {
 		return err
 	}
@@ -181,7 +188,7 @@ func (c *Console) devicesPage(w http.ResponseWriter, r *http.Request, q *req) er
 			// tells new devices from: a phone that used the code after
 			// it is new to the panel, never one drawn as known.
 			data.Pairing = &pairingView{Code: code, Expired: true}
-			if data.Devices, err = c.deviceRows(r, q.p().CompanyID); err != nil {
+			if data.Devices, err = c.deviceRows(r, q.p().CompanyID, true); err != nil {
 				return err
 			}
 			c.render(w, r, http.StatusOK, "devices", c.viewFor(q, "Devices", data))
@@ -223,7 +230,8 @@ func (c *Console) devicesState(w http.ResponseWriter, r *http.Request, q *req) e
 			answer["pairing"] = "expired"
 		}
 	}
-	rows, err := c.deviceRows(r, q.p().CompanyID)
+	// The badges and the panel need no queue depths nor failures: not read.
+	rows, err := c.deviceRows(r, q.p().CompanyID, false)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ const (
 	// drawn (Mark, missed): a stream that opens later than that after its
 	// page catches up whether or not anything changed.
 	changesKept = time.Minute
+	// maxLiveTopics bounds the topics a stream names (liveTopics); more
+	// read as none named: every change of the company.
+	maxLiveTopics = 4
 )
 
 // retryOf is the reconnect delay one stream tells its browser: base and up
@@ -143,28 +147,87 @@ type Broker struct {
 	now func() time.Time
 
 	// A page marks (Mark) the broker's count of changes before it reads
-	// what it draws; its stream, once subscribed, asks whether its
-	// company's messages changed since (missed). The count is of every
-	// company's changes on the node, so a mark carries it sealed (seal, a
-	// key of this broker's): a page learns nothing of other companies'
-	// traffic from it, and a mark of another node, from before a restart,
-	// or altered opens to no count of this broker's. Guarded by mu: seq
-	// counts the changes told,
-	// changed holds each company's last (its seq, and when on the
-	// monotonic clock), those older than changesKept forgotten at most
-	// once a changesKept (swept), floor the highest seq forgotten; mono
-	// reads that clock (time.Now; the tests move it).
+	// what it draws; its stream, once subscribed, asks whether what the
+	// page shows of its company changed since (missed). The count is of
+	// every company's changes on the node, so a mark carries it sealed
+	// (seal, a key of this broker's): a page learns nothing of other
+	// companies' traffic from it, and a mark of another node, from before
+	// a restart, or altered opens to no count of this broker's. Guarded by
+	// mu: seq counts the changes told,
+	// changed holds each company's last change of each topic it concerns
+	// (liveTopic: its seq, and when on the monotonic clock), those older
+	// than changesKept forgotten at most once a changesKept (swept), floor
+	// the highest seq forgotten; mono reads that clock (time.Now; the
+	// tests move it).
 	mono    func() time.Time
 	seal    cipher.Block
 	seq     uint64
-	changed map[uint64]companyChange
+	changed map[topicKey]companyChange
 	floor   uint64
 	swept   time.Time
+}
+
+// topicKey is a topic (liveTopic) of a company's changes.
+type topicKey struct {
+	company uint64
+	topic   string
 }
 
 type companyChange struct {
 	seq uint64
 	at  time.Time
+}
+
+// The topics a change concerns, which a stream names (the of of
+// /console/events, from its page's data-live-of) to be told to catch up
+// only for a change of what its page shows: "" every change of the
+// company (a stream that names none); "devices" a link of any of its
+// devices (the devices page, the numbers list, the messages page's device
+// list), "device:<fingerprint>" one device's (a number's agent);
+// "sms:<fingerprint>" an SMS of the device (its messages page), and
+// "number:<id>" a message of a WhatsApp number or iMessage handle (its
+// page). A change of the company's messages was a catch-up for every page
+// of the company: the devices page reloaded its badges after a message of
+// any phone.
+const (
+	topicAll     = ""
+	topicDevices = "devices"
+)
+
+// messageTopics are the topics of a change of a message of device
+// (fingerprint) on channel, through number (a WhatsApp number's or an
+// iMessage handle's id) for the two that are not SMS.
+func messageTopics(device, channel, number string) []string {
+	if channel == "" || channel == "sms" {
+		return []string{topicAll, "sms:" + device}
+	}
+	return []string{topicAll, "number:" + number}
+}
+
+// deviceTopics are the topics of a change of the device's link.
+func deviceTopics(fingerprint string) []string {
+	return []string{topicAll, topicDevices, "device:" + fingerprint}
+}
+
+// liveTopics are the topics a stream named (of: space-separated), each of
+// a form liveTopic knows; none named, or any other (a page of an older
+// script, a malformed one, too many), is every change of the company: a
+// reload too many, never a change missed.
+func liveTopics(of string) []string {
+	topics := strings.Fields(of)
+	if len(topics) == 0 || len(topics) > maxLiveTopics {
+		return []string{topicAll}
+	}
+	for _, t := range topics {
+		kind, id, ok := strings.Cut(t, ":")
+		if t == topicDevices {
+			continue
+		}
+		if !ok || id == "" || (kind != "device" && kind != "sms" && kind != "number") {
+			return []string{topicAll}
+		}
+	}
+	return topics
 }
 
 // liveEvent is one event for a tab: its name (eventMessage, eventDevice)
@@ -202,7 +265,7 @@ func NewBroker(cfg StreamConfig, now func() time.Time) *Broker {
 	}
 	return &Broker{cfg: cfg, now: now, subs: map[uint64]map[*subscriber]struct{}{}, perSession: map[string]int{},
 		perUser: map[uint64]int{}, perCompany: map[uint64]int{}, stop: make(chan struct{}),
-		mono: time.Now, seal: newSeal(), changed: map[uint64]companyChange{}}
+		mono: time.Now, seal: newSeal(), changed: map[topicKey]companyChange{}}
 }
 
 // Mark is the broker's count of changes now, sealed, for a page about to
@@ -252,13 +315,16 @@ func newSeal() cipher.Block {
 	return block
 }
 
-// note counts a change of the company's messages; the caller holds mu.
-// It comes before the change is offered to the streams, so a stream
-// subscribed too late to get it sees it in missed.
-func (b *Broker) note(company uint64) {
+// note counts a change of the company's messages or of its devices'
+// links, of topics; the caller holds mu. It comes before the change is
+// offered to the streams, so a stream subscribed too late to get it sees
+// it in missed.
+func (b *Broker) note(company uint64, topics []string) {
 	b.seq++
 	now := b.mono()
-	b.changed[company] = companyChange{seq: b.seq, at: now}
+	for _, t := range topics {
+		b.changed[topicKey{company, t}] = companyChange{seq: b.seq, at: now}
+	}
 	if now.Sub(b.swept) < changesKept {
 		return
 	}
@@ -271,13 +337,14 @@ func (b *Broker) note(company uint64) {
 	}
 }
 
-// missed says whether the company's messages may have changed since mark
-// (Mark), the moment a page began to read what it shows: a stream that
-// subscribed after the change was told missed it. True too for a mark
-// this broker cannot vouch for (another node's, one from before a
-// restart, one older than what it remembers, a malformed one); false for
-// none at all (a page that passed none).
-func (b *Broker) missed(company uint64, mark string) bool {
+// missed says whether what a page shows of the company, the topics it
+// named (liveTopics), may have changed since mark (Mark), the moment the
+// page began to read it: a stream that subscribed after the change was
+// told missed it. True too for a mark this broker cannot vouch for
+// (another node's, one from before a restart, one older than what it
+// remembers, a malformed one); false for none at all (a page that passed
+// none).
+func (b *Broker) missed(company uint64, mark string, topics []string) bool {
 	if mark == "" {
 		return false
 	}
@@ -287,8 +354,12 @@ func (b *Broker) missed(company uint64, mark string) bool {
 	if !ok || seq > b.seq || seq < b.floor {
 		return true
 	}
-	c, ok := b.changed[company]
-	return ok && c.seq > seq
+	for _, t := range topics {
+		if c, ok := b.changed[topicKey{company, t}]; ok && c.seq > seq {
+			return true
+		}
+	}
+	return false
 }
 
 var (
@@ -376,7 +447,7 @@ func (b *Broker) MessageChanged(m store.Message) {
 	// companies have no console tab open: render only for a tab that can
 	// take it. A tab whose stream opens after this learns it missed a
 	// change (missed), and reloads what it shows.
-	if !b.told(m.CompanyID) {
+	if !b.told(m.CompanyID, messageTopics(m.Device, m.Channel, m.NumberRef)) {
 		return
 	}
 	body, err := json.Marshal(liveOut(m, b.now()))
@@ -404,18 +475,19 @@ func RenderDevice(fingerprint string, online bool) []byte {
 // went (its badge: online or not now). It never blocks. A page drawn
 // before it and streaming after catches up (missed), as for a message.
 func (b *Broker) DeviceChanged(company uint64, fingerprint string, online bool) {
-	if !b.told(company) {
+	if !b.told(company, deviceTopics(fingerprint)) {
 		return
 	}
 	b.publish(company, liveEvent{eventDevice, RenderDevice(fingerprint, online)})
 }
 
-// told notes a change of the company's messages or of its devices' links
-// (note) and says whether any tab of the company has a stream open.
-func (b *Broker) told(company uint64) bool {
+// told notes a change of the company's messages or of its devices' links,
+// of topics (note), and says whether any tab of the company has a stream
+// open.
+func (b *Broker) told(company uint64, topics []string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.note(company)
+	b.note(company, topics)
 	return len(b.subs[company]) > 0
 }
 
@@ -515,8 +587,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request) {
 	}
 	// The page was drawn before its stream subscribed: what changed in
 	// between came to no stream of the page's, so it reloads what it shows
-	// (missed). Nothing changed, nothing is said and nothing reloaded.
-	if b.missed(q.p().CompanyID, query(r).Get("since")) && send("event: catchup\ndata: {}\n\n") != nil {
+	// (missed). Nothing changed of what the page shows (the topics it
+	// names), nothing is said and nothing reloaded.
+	if b.missed(q.p().CompanyID, query(r).Get("since"), liveTopics(query(r).Get("of"))) && send("event: catchup\ndata: {}\n\n") != nil {
 		return
 	}
 	// ended checks the session: a signed-out or revoked session (signed

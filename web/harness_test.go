@@ -91,6 +91,9 @@ type envOptions struct {
 	signupClosed bool
 	// timers are the console script's timers (web.Config.Timers).
 	timers web.PageTimers
+	// deviceStore, when set, wraps the store as the device service reads
+	// it (a test that counts its reads).
+	deviceStore func(device.Store) device.Store
 }
 
 func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
@@ -127,7 +130,11 @@ func newEnv(t *testing.T, opts ...func(*envOptions)) *env {
 	// The companies their owners close are removed in the background, as
 	// simrelay serve does.
 	wg.Go(func() { accounts.RunClosings(ctx, time.Minute) })
-	devices := device.New(device.Config{PublicURL: publicURL}, st, clk.Now)
+	var devStore device.Store = st
+	if o.deviceStore != nil {
+		devStore = o.deviceStore(st)
+	}
+	devices := device.New(device.Config{PublicURL: publicURL}, devStore, clk.Now)
 	hooks, err := webhook.New(webhook.Config{AllowPrivate: true}, st, log, time.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,7 @@ type convRow struct {
 
 func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, q *req) error {
 	since := c.deps.Broker.Mark()
-	rows, err := c.deviceRows(r, q.p().CompanyID)
+	rows, err := c.deviceRows(r, q.p().CompanyID, false) // no queue depths shown
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func TestPlainPostRefusalKeepsWhatWasTyped(t *testing.T) {
 		t.Fatalf("refused to %s: %d, banner %q", to, p.status, banner(p))
 	}
 	for _, want := range []string{
-		`>Tomorrow at &lt;b&gt;9&lt;/b&gt; &amp; &#34;bring&#34; the keys</textarea>`,
+		">\nTomorrow at &lt;b&gt;9&lt;/b&gt; &amp; &#34;bring&#34; the keys</textarea>",
 		`name="phone" type="tel" value="&#43;15550100000"`,
 		`<option selected>SIM2</option>`,
 		`name="send_at" type="datetime-local" value="2031-05-04T10:30"`,
@@ -36,7 +36,7 @@ func TestPlainPostRefusalKeepsWhatWasTyped(t *testing.T) {
 		t.Errorf("the text rode in the address: %s", to)
 	}
 	// Once: the same page again has an empty box.
-	if again := b.get(to.RequestURI()); regexp.MustCompile(`(?s)id="message"[^>]*>[^<]+</textarea>`).MatchString(again.body) {
+	if again := b.get(to.RequestURI()); regexp.MustCompile(`(?s)id="message"[^>]*>\n[^<]+</textarea>`).MatchString(again.body) {
 		t.Errorf("the text is still in the box on the page's next load")
 	}
 

@@ -74,7 +74,7 @@ func (c *Console) poolsPage(w http.ResponseWriter, r *http.Request, q *req) erro
 	if err != nil {
 		return err
 	}
-	devs, err := c.deviceRows(r, cid)
+	devs, err := c.deviceRows(r, cid, false) // no queue depths shown
 	if err != nil {
 		return err
 	}

@@ -415,7 +415,7 @@ func (c *Console) answerErr(w http.ResponseWriter, r *http.Request, lv level, q 
 		back, bind = Prefix+"/signin", c.anonCSRF(w, r)
 	} else {
 		bind = c.bindOf(r, lv, q)
-		c.keepTyped(w, r, bind, c.flash.sign(bind, "err", pe.Message, pe.Field))
+		c.keepTyped(w, r, bind, c.flash.sign(bind, "err", pe.Message, pe.Field), pe.Field)
 	}
 	http.Redirect(w, r, c.flash.failure(back, bind, pe.Message, pe.Field), http.StatusSeeOther)
 }

@@ -4,8 +4,13 @@ import (
 	"crypto/hmac"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
+
+	"github.com/simrelay/simrelay/webhook"
 )
 
 // typedCookie carries what a plain post's refused form held to the page it
@@ -31,8 +36,10 @@ const typedMaxBytes = 3500
 
 // typedFields are the fields a form may get back, by the form's action:
 // never a password, a token or a secret, only what the user typed or
-// picked in the form. The webhooks form is not among them: its entries
-// come back as the page draws them (docs/console.md).
+// picked in the form. The webhooks form's fields are its rows'
+// (webhookRowFields, webhookGroups): its signing secret is no field of it
+// (it is only shown, and rotated by a form of its own, which has nothing
+// typed) and so never in the cookie.
 var typedFields = map[string][]string{
 	Prefix + "/messages/send": {"phone", "sim_slot", "send_at", "message"},
 	Prefix + "/opt-outs":      {"phone"},
@@ -40,19 +47,34 @@ var typedFields = map[string][]string{
 	"number send":             {"to", "type", "media_url", "content"},
 }
 
+// webhooksAction is the webhooks form's action; its rows are kept whole
+// (webhookGroups), one group of fields each, drawn again by typedRow.
+const webhooksAction = Prefix + "/webhooks"
+
+// webhookRowFields are the fields of one row of the webhooks form
+// (webhooks[i].<field>), as saveWebhooks reads them.
+var webhookRowFields = []string{"id", "url", "active", "devices", "sims", "channels", "events", "wa_numbers", "im_handles", "remove"}
+
+// rowKept is the key that says a row of the webhooks form was kept, whose
+// value is the row's entry id ("" for the new row): the page fills a row
+// only with the values of the same entry (typedRow).
+const rowKept = "kept"
+
 // Typed is what a refused plain post's form held, for that form alone.
+// A field holds its values in the order posted: one for most, those of
+// the boxes ticked for a list of check boxes.
 type Typed struct {
-	Action string            `json:"a"`
-	Sig    string            `json:"s"`
-	Values map[string]string `json:"v"`
+	Action string              `json:"a"`
+	Sig    string              `json:"s"`
+	Values map[string][]string `json:"v"`
 }
 
 // Value is what the form posted to action held in field, or "".
 func (t Typed) Value(action, field string) string {
-	if t.Action != action {
+	if t.Action != action || len(t.Values[field]) == 0 {
 		return ""
 	}
-	return t.Values[field]
+	return t.Values[field][0]
 }
 
 // typedAction is the key of typedFields for a post to path: a number's
@@ -65,24 +87,45 @@ func typedAction(path string) string {
 }
 
 // keepTyped sets the cookie for a plain post refused with the flash signed
-// sig for the browser bind. Where the whole does not fit, fields are left
-// out from the last, a form's long text (the send box's message, a
-// number's text), until it does.
-func (c *Console) keepTyped(w http.ResponseWriter, r *http.Request, bind, sig string) {
+// sig for the browser bind, whose error names field. Where the whole does
+// not fit, groups of fields are left out from the last until it does: a
+// form's long text last (the send box's message, a number's text), the
+// webhooks form's rows from its last, the row the error names first.
+func (c *Console) keepTyped(w http.ResponseWriter, r *http.Request, bind, sig, field string) {
 	action := typedAction(r.URL.Path)
-	fields, ok := typedFields[action]
-	if !ok || bind == "" {
+	if bind == "" {
 		return
 	}
-	t := Typed{Action: action, Sig: sig, Values: map[string]string{}}
-	for _, f := range fields {
-		if v := r.PostForm.Get(f); v != "" {
-			t.Values[f] = v
+	var groups [][]string
+	if action == webhooksAction {
+		groups = webhookGroups(r, field)
+	} else if fields, ok := typedFields[action]; ok {
+		for _, f := range fields {
+			groups = append(groups, []string{f})
 		}
 	}
-	for n := len(fields); n >= 0; n-- {
-		if n < len(fields) {
-			delete(t.Values, fields[n])
+	t := Typed{Action: action, Sig: sig, Values: map[string][]string{}}
+	for _, g := range groups {
+		for _, f := range g {
+			if v := typedValues(r.PostForm[f]); len(v) > 0 {
+				t.Values[f] = v
+			}
+		}
+	}
+	if action == webhooksAction {
+		for _, g := range groups {
+			// The row's mark: which entry it was, "" for the new one.
+			t.Values[g[0]] = []string{r.PostForm.Get(g[1])}
+			if u := t.Values[g[2]]; len(u) > 0 {
+				t.Values[g[2]] = []string{withoutUserInfo(u[0])}
+			}
+		}
+	}
+	for n := len(groups); n >= 0; n-- {
+		if n < len(groups) {
+			for _, f := range groups[n] {
+				delete(t.Values, f)
+			}
 		}
 		if len(t.Values) == 0 {
 			return
@@ -92,6 +135,62 @@ func (c *Console) keepTyped(w http.ResponseWriter, r *http.Request, bind, sig st
 			return
 		}
 	}
+}
+
+// typedValues are a field's values as posted, none when all are empty.
+func typedValues(vs []string) []string {
+	for _, v := range vs {
+		if v != "" {
+			return vs
+		}
+	}
+	return nil
+}
+
+// webhookGroups are the groups of fields of the webhooks form's rows,
+// each its mark (rowKept) and then webhookRowFields: the row the error
+// field names first, then the others in order.
+func webhookGroups(r *http.Request, field string) [][]string {
+	n, err := strconv.Atoi(r.PostForm.Get("rows"))
+	if err != nil || n < 0 || n > webhook.MaxEntries+1 {
+		return nil
+	}
+	first := -1
+	if m := entryField.FindStringSubmatch(field); m != nil {
+		first, _ = strconv.Atoi(m[1])
+	}
+	var groups [][]string
+	for i := range n {
+		at := fmt.Sprintf("webhooks[%d].", i)
+		g := []string{at + rowKept}
+		for _, f := range webhookRowFields {
+			g = append(g, at+f)
+		}
+		if i == first {
+			groups = append([][]string{g}, groups...)
+		} else {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
+// withoutUserInfo is a URL typed without its user name and password, which
+// the service refuses in a webhook's URL (webhook.CheckURL): a password is
+// nothing to keep in a cookie.
+func withoutUserInfo(raw string) string {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		if strings.Contains(raw, "@") {
+			return "" // it may hold one, unparsed
+		}
+		return raw
+	}
+	if u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
 }
 
 func (c *Console) typedValue(bind string, t Typed) string {

@@ -26,6 +26,43 @@ type webhookRow struct {
 	Index int
 	Entry store.WebhookEntry
 	New   bool
+	// The row's text fields as the form shows them: the entry's, or what
+	// a refused plain post's form held (typedRow).
+	URL, Devices, WANumbers, IMHandles string
+	// Remove is the row's box to remove its entry, ticked.
+	Remove bool
+}
+
+// storedRow is the row of entry e at index i of the form.
+func storedRow(i int, e store.WebhookEntry, isNew bool) webhookRow {
+	return webhookRow{Index: i, Entry: e, New: isNew, URL: e.URL, Devices: strings.Join(e.Devices, ", "),
+		WANumbers: strings.Join(e.WANumbers, ", "), IMHandles: strings.Join(e.IMHandles, ", ")}
+}
+
+// typedRow is row as a refused plain post's form held it (Typed, kept by
+// keepTyped), when that form's row of the same index was of the same
+// entry (the new row for the new row): an entry added or removed since
+// leaves the rows as the store has them.
+func typedRow(row webhookRow, t Typed) webhookRow {
+	at := fmt.Sprintf("webhooks[%d].", row.Index)
+	kept, ok := t.Values[at+rowKept]
+	id := ""
+	if !row.New {
+		id = strconv.FormatUint(row.Entry.ID, 10)
+	}
+	if t.Action != webhooksAction || !ok || len(kept) != 1 || kept[0] != id {
+		return row
+	}
+	v := func(f string) string { return t.Value(webhooksAction, at+f) }
+	e := store.WebhookEntry{ID: row.Entry.ID, Active: v("active") != "false", Channels: t.Values[at+"channels"],
+		Events: eventsOf(t.Values[at+"events"])}
+	for _, s := range t.Values[at+"sims"] {
+		if n, err := strconv.Atoi(s); err == nil {
+			e.SIMs = append(e.SIMs, n)
+		}
+	}
+	return webhookRow{Index: row.Index, Entry: e, New: row.New, URL: v("url"), Devices: v("devices"),
+		WANumbers: v("wa_numbers"), IMHandles: v("im_handles"), Remove: v("remove") != ""}
 }
 
 type webhooksData struct {
@@ -46,10 +83,12 @@ func (c *Console) webhooksPage(w http.ResponseWriter, r *http.Request, q *req) e
 	}
 	data := webhooksData{Secret: set.Secret, Deliveries: log}
 	for i, e := range set.Entries {
-		data.Rows = append(data.Rows, webhookRow{Index: i, Entry: e})
+		data.Rows = append(data.Rows, storedRow(i, e, false))
 	}
 	// One blank row to add an entry.
-	data.Rows = append(data.Rows, webhookRow{Index: len(set.Entries), Entry: store.WebhookEntry{Active: true}, New: true})
+	data.Rows = append(data.Rows, storedRow(len(set.Entries), store.WebhookEntry{Active: true}, true))
+	// A refused plain post's rows come back as its form held them: the
+	// template draws each row through typedRow.
 	c.render(w, r, http.StatusOK, "webhooks", c.viewFor(q, "Webhooks", data))
 	return nil
 }

@@ -725,11 +725,15 @@
     // a change it never carried says catchup first, once, the page then
     // reloading what it shows as after a reconnection. An EventSource
     // opens again with the same address, so a reopened stream may say it
-    // too: caught is true once this opening has reloaded.
+    // too: caught is true once this opening has reloaded. The page names
+    // what it shows (data-live-of: the devices' links, a device's SMS, a
+    // number's messages), and only a change of that is caught up: the
+    // devices page reloaded its badges after any message of the company.
     var since = live.getAttribute("data-live-since");
+    var of = live.getAttribute("data-live-of");
     var caught = false;
     var connect = function () {
-      var es = new EventSource("/console/events" + (since ? "?since=" + encodeURIComponent(since) : ""));
+      var es = new EventSource("/console/events" + (since ? "?since=" + encodeURIComponent(since) + (of ? "&of=" + encodeURIComponent(of) : "") : ""));
       es.addEventListener("open", function () {
         if (lost) { clearTimeout(lost); lost = null; }
         caught = opened;
