@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -127,5 +128,97 @@ func TestAgentNumberPatchNull(t *testing.T) {
 		e.want(r, http.StatusOK, "")
 		sameJSON(t, path+" caps null", r.Body["caps"], def.Body["caps"])
 		e.want(patch(map[string]any{"status": "active"}), http.StatusOK, "")
+	}
+}
+
+// The changes published with "an absent or null field stays as it is"
+// (PATCH /users/me, /users/{id}, /company, /device/{fp}) keep it, for the
+// clients written to it; "" and 0 clear there. The two PUTs read null as
+// left out, and refuse it where a value is required.
+func TestPublishedNullsStay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-1")
+	do := func(method, path, token string, body map[string]any) resp {
+		return e.do(call{method: method, path: path, token: token, body: body})
+	}
+
+	me := do("PATCH", "/users/me", a.access, map[string]any{"phone": "+1 555 010 0001", "lastName": "Admin"})
+	e.want(me, http.StatusOK, "")
+	r := do("PATCH", "/users/me", a.access, map[string]any{"firstName": nil, "lastName": nil, "phone": nil})
+	e.want(r, http.StatusOK, "")
+	sameJSON(t, "PATCH /users/me nulls", r.Body, me.Body)
+	if r = do("PATCH", "/users/me", a.access, map[string]any{"phone": ""}); r.str("phone") != "" || r.str("firstName") != "Ana" {
+		t.Errorf(`phone "": got %s, want it cleared and the rest kept`, r.Raw)
+	}
+	user := "/users/" + strconv.Itoa(int(a.adminID))
+	before := do("GET", "/users/me", a.access, nil)
+	r = do("PATCH", user, a.apiKey, map[string]any{"firstName": nil, "role": nil})
+	e.want(r, http.StatusOK, "")
+	sameJSON(t, "PATCH /users/{id} nulls", r.Body, before.Body)
+
+	co := do("PATCH", "/company", a.apiKey, map[string]any{"address": "1 Main St", "region": "US"})
+	e.want(co, http.StatusOK, "")
+	r = do("PATCH", "/company", a.apiKey, map[string]any{"name": nil, "phone": nil, "address": nil, "country": nil, "region": nil, "emailDevice": nil, "optOutKeywords": nil})
+	e.want(r, http.StatusOK, "")
+	sameJSON(t, "PATCH /company nulls", r.Body, co.Body)
+
+	d := do("PATCH", "/device/a-1", a.apiKey, map[string]any{"sms_per_minute": 20, "selected_sim": "SIM1"})
+	e.want(d, http.StatusOK, "")
+	r = do("PATCH", "/device/a-1", a.apiKey, map[string]any{"device_name": nil, "selected_sim": nil, "status": nil, "sms_per_minute": nil})
+	e.want(r, http.StatusOK, "")
+	for _, k := range []string{"device_name", "selected_sim", "status", "sms_per_minute"} {
+		sameJSON(t, "PATCH /device nulls: "+k, r.Body[k], d.Body[k])
+	}
+
+	caps := do("PUT", "/device/a-1/caps", a.apiKey, map[string]any{"sims": []any{map[string]any{"slot": "SIM1", "per_day": 10, "per_month": 100}, map[string]any{"slot": "SIM2", "per_day": 5}}})
+	e.want(caps, http.StatusOK, "")
+	e.nullRefused(do("PUT", "/device/a-1/caps", a.apiKey, map[string]any{"sims": nil}), "sims")
+	e.nullRefused(do("PUT", "/device/a-1/caps", a.apiKey, map[string]any{"sims": []any{map[string]any{"slot": nil, "per_day": 1}}}), "sims[0].slot")
+	r = do("PUT", "/device/a-1/caps", a.apiKey, map[string]any{"sims": []any{map[string]any{"slot": "SIM1", "per_day": nil, "per_month": 100}}})
+	e.want(r, http.StatusOK, "")
+	sims := r.Body["sims"].([]any)
+	if s1, s2 := sims[0].(map[string]any), sims[1].(map[string]any); s1["per_day"] != nil || s1["per_month"] != 100.0 || s2["per_day"] != 5.0 {
+		t.Errorf("PUT caps with per_day null: got %s, want SIM1 without a day cap, SIM2 kept", r.Raw)
+	}
+
+	e.nullRefused(do("PUT", "/webhooks/inbound-sms", a.apiKey, map[string]any{"webhooks": nil}), "webhooks")
+	e.nullRefused(do("PUT", "/webhooks/inbound-sms", a.apiKey, map[string]any{"webhooks": []any{map[string]any{"url": nil}}}), "webhooks[0].url")
+	r = do("PUT", "/webhooks/inbound-sms", a.apiKey, map[string]any{"webhooks": []any{map[string]any{"url": "https://hooks.example.com/in",
+		"active": nil, "devices": nil, "sims": nil, "channels": nil, "wa_numbers": nil, "im_handles": nil, "events": nil, "id": nil}}})
+	e.want(r, http.StatusOK, "")
+	w := r.Body["webhooks"].([]any)[0].(map[string]any)
+	if w["active"] != true || len(w["devices"].([]any)) != 0 || len(w["channels"].([]any)) != 0 {
+		t.Errorf("PUT webhooks with nulls: got %s, want an active entry for everything", r.Raw)
+	}
+}
+
+// A change's fields that tell null apart still answer a wrong type with
+// its whole path, indexes included, and a number too big for its field
+// with the field's own range.
+func TestChangeFieldsNameTheirPath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, roomy)
+	a := e.newCompany("Acme", "owner@acme.test")
+	e.pairPhone(a.apiKey, "a-1")
+	p := e.createPool(a.apiKey, map[string]any{"name": "sales", "members": members("a-1", "SIM1")})
+	path := "/pools/" + strconv.Itoa(int(p.Body["id"].(float64)))
+	for _, c := range []struct {
+		body        string
+		field, text string
+	}{
+		{`{"members":[{"device_fingerprint":"a-1"},{"device_fingerprint":"a-1","sim_slot":5}]}`, "members[1].sim_slot", "must be a string"},
+		{`{"window":{"from":"09:00","to":"17:00","time_zone":"UTC","days":["mon",7]}}`, "window.days[1]", "must be a string"},
+		{`{"failover_after":1e30}`, "failover_after", "must be 0 (no failover) or 60 to 604800 seconds"},
+		{`{"failover_after":99999999999999999999}`, "failover_after", "must be 0 (no failover) or 60 to 604800 seconds"},
+		{`{"failover_after":"60"}`, "failover_after", "must be a whole number"},
+		{`{"name":["x"]}`, "name", "must be a string"},
+	} {
+		r := e.do(call{method: "PATCH", path: path, token: a.apiKey, body: c.body})
+		e.want(r, http.StatusBadRequest, "validation_failed")
+		if r.str("field") != c.field || !strings.Contains(r.str("message"), c.text) {
+			t.Errorf("%s: got %s, want field %s saying %q", c.body, r.Raw, c.field, c.text)
+		}
 	}
 }
