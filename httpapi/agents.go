@@ -112,27 +112,13 @@ func (s *Server) patchNumber(ch agentChannel) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		var in struct {
-			Status *string `json:"status"`
-			Caps   *struct {
-				PerMinute *int `json:"per_minute"`
-				PerHour   *int `json:"per_hour"`
-				PerDay    *int `json:"per_day"`
-			} `json:"caps"`
-			Gap *struct {
-				Min *float64 `json:"min"`
-				Max *float64 `json:"max"`
-			} `json:"gap_seconds"`
-		}
+		var in numberPatchBody
 		if err := bind(c, &in); err != nil {
 			return err
 		}
-		p := channel.Patch{Status: in.Status}
-		if in.Caps != nil {
-			p.Caps = &channel.CapsPatch{PerMinute: in.Caps.PerMinute, PerHour: in.Caps.PerHour, PerDay: in.Caps.PerDay}
-		}
-		if in.Gap != nil {
-			p.Gap = &channel.GapPatch{Min: in.Gap.Min, Max: in.Gap.Max}
+		p, err := in.patch()
+		if err != nil {
+			return err
 		}
 		n, err := svc.Update(c.Request().Context(), principal(c).CompanyID, ch.name, c.Param(ch.param), p)
 		if err != nil {
@@ -140,6 +126,47 @@ func (s *Server) patchNumber(ch agentChannel) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, numberOut(ch, n, s.numbersPresence(n)))
 	}
+}
+
+// numberPatchBody is the body of PATCH /whatsapp/numbers/{number_id} and
+// PATCH /imessage/handles/{handle_id}; each field tells absent from null
+// (field). The number's own caps and gap are cleared by null, each cap or
+// the whole object, back to the server's defaults (0, and 0 to 0 seconds);
+// status cannot be (400), nor one end of a gap (required).
+type numberPatchBody struct {
+	Status field[string] `json:"status"`
+	Caps   field[struct {
+		PerMinute field[int] `json:"per_minute"`
+		PerHour   field[int] `json:"per_hour"`
+		PerDay    field[int] `json:"per_day"`
+	}] `json:"caps"`
+	Gap field[struct {
+		Min *float64 `json:"min"`
+		Max *float64 `json:"max"`
+	}] `json:"gap_seconds"`
+}
+
+func (b numberPatchBody) patch() (channel.Patch, error) {
+	status, err := b.Status.value("status")
+	if err != nil {
+		return channel.Patch{}, err
+	}
+	p := channel.Patch{Status: status}
+	var noCap int
+	var noGap float64
+	switch caps := b.Caps.Value; {
+	case b.Caps.Null:
+		p.Caps = &channel.CapsPatch{PerMinute: &noCap, PerHour: &noCap, PerDay: &noCap}
+	case b.Caps.Set:
+		p.Caps = &channel.CapsPatch{PerMinute: caps.PerMinute.clearable(), PerHour: caps.PerHour.clearable(), PerDay: caps.PerDay.clearable()}
+	}
+	switch {
+	case b.Gap.Null:
+		p.Gap = &channel.GapPatch{Min: &noGap, Max: &noGap}
+	case b.Gap.Set:
+		p.Gap = &channel.GapPatch{Min: b.Gap.Value.Min, Max: b.Gap.Value.Max}
+	}
+	return p, nil
 }
 
 type agentSendBody struct {

@@ -194,17 +194,8 @@ func decodeJSON(data []byte, v any) error {
 	// Decoder's reader, buffer and copy of the body. Unmarshal checks the
 	// whole of data before it decodes anything, and answers a
 	// *json.SyntaxError, v untouched, for anything else.
-	err := json.Unmarshal(data, v)
-	if _, invalid := err.(*json.SyntaxError); !invalid {
-		for range maxBoundedNumbers {
-			bounded, ok := boundNumber(data, err)
-			if !ok {
-				break
-			}
-			data = bounded
-			err = json.Unmarshal(data, v)
-		}
-	} else {
+	data, err := unmarshalBounded(data, v)
+	if _, invalid := err.(*json.SyntaxError); invalid {
 		// The Decoder tells an empty body, a broken one and one with
 		// something after its value apart.
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -239,7 +230,10 @@ func decodeJSON(data []byte, v any) error {
 		// the whole JSON path (sims[1].slot), found again from the offset.
 		field := jsonPath(data, typ.Offset)
 		if field == "" {
-			field = typ.Field
+			// A type error inside a change's field (field.UnmarshalJSON)
+			// has its path in Field, which the decoder joined to the
+			// field's name with a dot, also before an index (members.[1]).
+			field = strings.ReplaceAll(typ.Field, ".[", "[")
 		}
 		if sign, _, _ := overflow(data, typ); sign > 0 {
 			if pe, ok := tooBig(typ.Field); ok {
@@ -249,6 +243,26 @@ func decodeJSON(data []byte, v any) error {
 		return problem.Invalid(field, "must be "+jsonKind(typ))
 	}
 	return problem.New(problem.InvalidJSON, "The request body could not be read as JSON.")
+}
+
+// unmarshalBounded is json.Unmarshal of data into v, with each number too
+// big for its integer field read as the field's bound (boundNumber), at
+// most maxBoundedNumbers of them, and data as so read (its offsets are the
+// error's). A *json.SyntaxError leaves v untouched.
+func unmarshalBounded(data []byte, v any) ([]byte, error) {
+	err := json.Unmarshal(data, v)
+	if _, invalid := err.(*json.SyntaxError); invalid {
+		return data, err
+	}
+	for range maxBoundedNumbers {
+		bounded, ok := boundNumber(data, err)
+		if !ok {
+			break
+		}
+		data = bounded
+		err = json.Unmarshal(data, v)
+	}
+	return data, err
 }
 
 // repeatedKeyPredicate is the refusal of a key a body's object gives twice

@@ -51,26 +51,43 @@ type poolMemberBody struct {
 	SIMSlot           string `json:"sim_slot"`
 }
 
+// poolBody is the body of POST /pools and PATCH /pools/{id}; each field
+// tells absent from null (field): fallback and failover_after are cleared
+// by null ("" and 0: no fallback of its own, no failover), window taken
+// away; name, strategy and members cannot be (400).
 type poolBody struct {
-	Name          *string           `json:"name"`
-	Strategy      *string           `json:"strategy"`
-	Fallback      *string           `json:"fallback"`
-	FailoverAfter *int64            `json:"failover_after"`
-	Window        windowField       `json:"window"`
-	Members       *[]poolMemberBody `json:"members"`
+	Name          field[string]           `json:"name"`
+	Strategy      field[string]           `json:"strategy"`
+	Fallback      field[string]           `json:"fallback"`
+	FailoverAfter field[int64]            `json:"failover_after"`
+	Window        field[windowJSON]       `json:"window"`
+	Members       field[[]poolMemberBody] `json:"members"`
 }
 
-func (b poolBody) input() sms.PoolInput {
-	in := sms.PoolInput{Name: b.Name, Strategy: b.Strategy, Fallback: b.Fallback, FailoverAfter: b.FailoverAfter,
-		WindowSet: b.Window.set, Window: b.Window.w.window()}
-	if b.Members != nil {
-		ms := make([]sms.PoolMemberInput, len(*b.Members))
-		for i, m := range *b.Members {
+func (b poolBody) input() (sms.PoolInput, error) {
+	in := sms.PoolInput{Fallback: b.Fallback.clearable(), FailoverAfter: b.FailoverAfter.clearable(), WindowSet: b.Window.Set}
+	var err error
+	if in.Name, err = b.Name.value("name"); err != nil {
+		return in, err
+	}
+	if in.Strategy, err = b.Strategy.value("strategy"); err != nil {
+		return in, err
+	}
+	if b.Window.Set && !b.Window.Null {
+		in.Window = b.Window.Value.window()
+	}
+	members, err := b.Members.value("members")
+	if err != nil {
+		return in, err
+	}
+	if members != nil {
+		ms := make([]sms.PoolMemberInput, len(*members))
+		for i, m := range *members {
 			ms[i] = sms.PoolMemberInput{Device: m.DeviceFingerprint, SIMSlot: m.SIMSlot}
 		}
 		in.Members = &ms
 	}
-	return in
+	return in, nil
 }
 
 func (s *Server) listPools(c echo.Context) error {
@@ -86,11 +103,15 @@ func (s *Server) listPools(c echo.Context) error {
 }
 
 func (s *Server) createPool(c echo.Context) error {
-	var in poolBody
-	if err := bind(c, &in); err != nil {
+	var body poolBody
+	if err := bind(c, &body); err != nil {
 		return err
 	}
-	p, err := s.deps.SMS.CreatePool(c.Request().Context(), principal(c).CompanyID, in.input())
+	in, err := body.input()
+	if err != nil {
+		return err
+	}
+	p, err := s.deps.SMS.CreatePool(c.Request().Context(), principal(c).CompanyID, in)
 	if err != nil {
 		return err
 	}
@@ -109,11 +130,15 @@ func (s *Server) getPool(c echo.Context) error {
 
 func (s *Server) patchPool(c echo.Context) error {
 	id := pathID(c, "id")
-	var in poolBody
-	if err := bind(c, &in); err != nil {
+	var body poolBody
+	if err := bind(c, &body); err != nil {
 		return err
 	}
-	p, err := s.deps.SMS.UpdatePool(c.Request().Context(), principal(c).CompanyID, id, in.input())
+	in, err := body.input()
+	if err != nil {
+		return err
+	}
+	p, err := s.deps.SMS.UpdatePool(c.Request().Context(), principal(c).CompanyID, id, in)
 	if err != nil {
 		return err
 	}
