@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -193,4 +195,40 @@ func agentsRigWith(t *testing.T, wrap func(channel.Store) channel.Store) *rig {
 		agents.SetDispatcher(h)
 		h.SetAgents(agents)
 	}})
+}
+
+// helloRowMissing is the device service with its write of a hello
+// answering store.ErrNotFound, as a missing record of another kind would:
+// the device and its company are there.
+type helloRowMissing struct{ Devices }
+
+func (d helloRowMissing) Hello(context.Context, store.Device, device.CheckedHello) (store.Device, error) {
+	return store.Device{}, fmt.Errorf("store: a record of the hello's write: %w", store.ErrNotFound)
+}
+
+// A hello whose device write fails with store.ErrNotFound is closed as the
+// server fault it is (1011: the phone reconnects with backoff), not 4503:
+// only the store's word that the device is gone (store.ErrDeviceGone: the
+// device deleted, another company's, its company closing or removed)
+// tells the phone its device was removed, after which it stops
+// reconnecting; an SMS phone's hello after its company's mark is closed
+// 4503 on that word.
+func TestHelloWriteNotFoundIsNoRemoval(t *testing.T) {
+	t.Parallel()
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{devices: func(s *device.Service) Devices { return helloRowMissing{s} }})
+	ws := r.link(t, "hello-row-missing")
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	if code := closeCode(t, ws); code != proto.CloseInternalError {
+		t.Errorf("a hello whose write found no row: closed %d, want %d (server fault)", code, proto.CloseInternalError)
+	}
+
+	closing := newRig(t, Config{})
+	late := closing.link(t, "hello-after-mark")
+	if _, err := closing.store.MarkCompanyClosing(closing.company, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(t, late, proto.Hello{Protocol: 1, AppVersion: "test", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	if code := closeCode(t, late); code != proto.CloseDeviceGone {
+		t.Errorf("an SMS phone's hello after its company's mark: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
+	}
 }

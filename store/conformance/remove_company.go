@@ -437,12 +437,14 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	}
 	// Nor does a device of it take a link's hello (or a health report, a
 	// presence): a phone whose token passed its upgrade before the mark
-	// stores nothing after it.
+	// stores nothing after it. The store's word is that the device is gone
+	// (ErrDeviceGone), as DeviceCompany says it: the phone is told so
+	// (4503) on that word alone.
 	if d, err := s.UpdateDeviceWith(c.ID, live.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
 		d.AppVersion, d.LastSeenAt = "after closing", at
 		return nil, nil
-	}); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("a hello's write of a closing company's device: %+v (%v), want ErrNotFound", d, err)
+	}); !errors.Is(err, store.ErrDeviceGone) {
+		t.Errorf("a hello's write of a closing company's device: %+v (%v), want ErrDeviceGone", d, err)
 	}
 	if d, err := s.Device(live.Fingerprint); err != nil || d.AppVersion == "after closing" || d.LastSeenAt.Equal(at) {
 		t.Errorf("a closing company's device after a hello's write: app version %q, last seen %v (%v), want them as before", d.AppVersion, d.LastSeenAt, err)
@@ -707,6 +709,9 @@ func removalLinkedPhone(t *testing.T, s RemovalStore) {
 		}
 		if _, err := s.UpdateDeviceByID(c.ID, d.ID, func(*store.Device) error { return nil }); err == nil {
 			t.Errorf("midway %v: the removed device was updated", midway)
+		}
+		if _, err := s.UpdateDeviceWith(c.ID, d.ID, func(*store.Device) ([]store.DeviceEvent, error) { return nil, nil }); !errors.Is(err, store.ErrDeviceGone) {
+			t.Errorf("midway %v: a hello's write of the removed device: %v, want ErrDeviceGone", midway, err)
 		}
 		// What a server that still holds the company's API key in its
 		// cache may write under it: refused once the company is gone;
