@@ -197,6 +197,39 @@ func agentsRigWith(t *testing.T, wrap func(channel.Store) channel.Store) *rig {
 	}})
 }
 
+// markedAtAnnounce is the agents' store with the company marked closing
+// just before an agent's numbers are written (AnnounceAgentNumbers): the
+// mark that comes between a hello's device write and its numbers'.
+type markedAtAnnounce struct {
+	channel.Store
+	st store.Backend
+}
+
+func (s markedAtAnnounce) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]store.AgentNumber, error) {
+	if _, err := s.st.MarkCompanyClosing(companyID, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		return nil, err
+	}
+	return s.Store.AnnounceAgentNumbers(companyID, deviceID, sets, now, limit)
+}
+
+// An agent's hello whose company is marked closing after its device write
+// and before its numbers' write is closed 4503 (device deleted), as one
+// that met the mark at its device write is, and its numbers are not
+// stored: the write of the numbers did not read the mark (the removal took
+// them later), and the hello went on to its welcome.
+func TestHelloNumbersAfterTheMark(t *testing.T) {
+	t.Parallel()
+	r := agentsRigWith(t, func(s channel.Store) channel.Store { return markedAtAnnounce{Store: s, st: s.(store.Backend)} })
+	ws := r.link(t, "announce-marked")
+	writeFrame(t, ws, helloWithWhatsApp("+15550101111"))
+	if code := closeCode(t, ws); code != proto.CloseDeviceGone {
+		t.Errorf("a hello whose numbers' write met the closing mark: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
+	}
+	if nums, err := r.store.AgentNumbers(r.company, store.ChannelNameWhatsApp); err != nil || len(nums) != 0 {
+		t.Errorf("the numbers of a company marked closing: %+v (%v), want none stored", nums, err)
+	}
+}
+
 // helloRowMissing is the device service with its write of a hello
 // answering store.ErrNotFound, as a missing record of another kind would:
 // the device and its company are there.

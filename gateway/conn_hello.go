@@ -112,6 +112,13 @@ func (c *conn) hello() bool {
 	// that holds none makes no agent write.
 	if announces || (h.agents != nil && !dev.NoNumbers) {
 		ids, err := h.agents.Announce(context.Background(), dev, agent)
+		if errors.Is(err, store.ErrDeviceGone) {
+			// Deleted, or its company marked closing, since the device
+			// write above (store AnnounceAgentNumbers reads it in the
+			// numbers' write): nothing of the numbers was stored.
+			c.closeWith(proto.CloseDeviceGone, "device deleted")
+			return false
+		}
 		if err != nil {
 			c.refuseHello(err, "store hello numbers")
 			return false

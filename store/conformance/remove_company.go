@@ -449,6 +449,17 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	if d, err := s.Device(live.Fingerprint); err != nil || d.AppVersion == "after closing" || d.LastSeenAt.Equal(at) {
 		t.Errorf("a closing company's device after a hello's write: app version %q, last seen %v (%v), want them as before", d.AppVersion, d.LastSeenAt, err)
 	}
+	// Nor do its agents' numbers move (an agent's hello, whose device
+	// write came before the mark): refused as the device gone, and
+	// nothing stored, neither a new number nor one it held let go.
+	held := gone.Numbers[0]
+	announced := []store.Announced{{Channel: store.ChannelNameWhatsApp, Addresses: []string{"+15559990001"}}, {Channel: store.ChannelNameIMessage}}
+	if nums, err := s.AnnounceAgentNumbers(c.ID, held.DeviceID, announced, at, 0); !errors.Is(err, store.ErrDeviceGone) {
+		t.Errorf("numbers announced by an agent of a closing company: %+v (%v), want ErrDeviceGone", nums, err)
+	}
+	if nums, err := s.AgentNumbers(c.ID, store.ChannelNameWhatsApp); err != nil || len(nums) != 1 || nums[0].Address != held.Address || nums[0].DeviceID != held.DeviceID {
+		t.Errorf("a closing company's WhatsApp numbers after an announcement: %+v (%v), want only %s, held as before", nums, err, held.Address)
+	}
 	again, err := s.MarkCompanyClosing(c.ID, at.Add(time.Hour), func(store.Company, store.Subscription, bool) error {
 		t.Error("the vet ran for a company already closing")
 		return nil
