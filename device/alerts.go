@@ -151,7 +151,12 @@ func (p *Presence) Up(dev store.Device) {
 	_, err := s.store.UpdateDeviceWith(dev.CompanyID, dev.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
 		return s.online(d, now), nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrDeviceGone):
+		// Deleted (or its company closing) since the link's hello: its
+		// close is on the way, and there is no one to report it to.
+		s.alerts.Logger.Debug("online report of a device gone", "device", dev.Fingerprint)
+	case err != nil:
 		s.alerts.Logger.Error("store device online", "device", dev.Fingerprint, "err", err)
 	}
 }
@@ -270,9 +275,10 @@ func (p *Presence) offline(dev store.Device) {
 		}
 		return raised(EventOffline, now), nil
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		// Deleted during the grace: it is no one's to report offline, and
-		// deleting a phone soon after its link ended is no fault.
+	if errors.Is(err, store.ErrDeviceGone) {
+		// Deleted during the grace (or its company closing): it is no
+		// one's to report offline, and deleting a phone soon after its
+		// link ended is no fault.
 		s.alerts.Logger.Debug("offline check of a deleted device", "device", dev.Fingerprint)
 		return
 	}

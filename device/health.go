@@ -111,7 +111,7 @@ func (s *Service) Health(_ context.Context, dev store.Device, h proto.Health) er
 	if pe, ok := problem.As(err); ok {
 		return pe
 	}
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrDeviceGone) {
 		return errNoDevice
 	}
 	return err

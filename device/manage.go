@@ -136,8 +136,10 @@ var ErrTokenRevoked = errors.New("device: the link's token was revoked")
 // offline (or never) is reported online. The zero CheckedHello records
 // that the device was seen and nothing more. dev is the device the link
 // authenticated as; a registration deleted since then is
-// store.ErrNotFound, even when its fingerprint is paired again, and so is
-// one of a company marked closing since (store UpdateDeviceWith).
+// store.ErrDeviceGone, even when its fingerprint is paired again, and so
+// is one of a company marked closing or removed since (store
+// UpdateDeviceWith): the store's word that the device is gone, which the
+// link tells its phone (4503). Any other error says nothing of the device.
 //
 // The token and the status the link's upgrade checked are checked again
 // in the write's transaction, on the device as it reads there: a token

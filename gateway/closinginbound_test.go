@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/channel"
+	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/problem"
 	"github.com/simrelay/simrelay/store"
@@ -193,4 +195,73 @@ func agentsRigWith(t *testing.T, wrap func(channel.Store) channel.Store) *rig {
 		agents.SetDispatcher(h)
 		h.SetAgents(agents)
 	}})
+}
+
+// markedAtAnnounce is the agents' store with the company marked closing
+// just before an agent's numbers are written (AnnounceAgentNumbers): the
+// mark that comes between a hello's device write and its numbers'.
+type markedAtAnnounce struct {
+	channel.Store
+	st store.Backend
+}
+
+func (s markedAtAnnounce) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]store.AgentNumber, error) {
+	if _, err := s.st.MarkCompanyClosing(companyID, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		return nil, err
+	}
+	return s.Store.AnnounceAgentNumbers(companyID, deviceID, sets, now, limit)
+}
+
+// An agent's hello whose company is marked closing after its device write
+// and before its numbers' write is closed 4503 (device deleted), as one
+// that met the mark at its device write is, and its numbers are not
+// stored: the write of the numbers did not read the mark (the removal took
+// them later), and the hello went on to its welcome.
+func TestHelloNumbersAfterTheMark(t *testing.T) {
+	t.Parallel()
+	r := agentsRigWith(t, func(s channel.Store) channel.Store { return markedAtAnnounce{Store: s, st: s.(store.Backend)} })
+	ws := r.link(t, "announce-marked")
+	writeFrame(t, ws, helloWithWhatsApp("+15550101111"))
+	if code := closeCode(t, ws); code != proto.CloseDeviceGone {
+		t.Errorf("a hello whose numbers' write met the closing mark: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
+	}
+	if nums, err := r.store.AgentNumbers(r.company, store.ChannelNameWhatsApp); err != nil || len(nums) != 0 {
+		t.Errorf("the numbers of a company marked closing: %+v (%v), want none stored", nums, err)
+	}
+}
+
+// helloRowMissing is the device service with its write of a hello
+// answering store.ErrNotFound, as a missing record of another kind would:
+// the device and its company are there.
+type helloRowMissing struct{ Devices }
+
+func (d helloRowMissing) Hello(context.Context, store.Device, device.CheckedHello) (store.Device, error) {
+	return store.Device{}, fmt.Errorf("store: a record of the hello's write: %w", store.ErrNotFound)
+}
+
+// A hello whose device write fails with store.ErrNotFound is closed as the
+// server fault it is (1011: the phone reconnects with backoff), not 4503:
+// only the store's word that the device is gone (store.ErrDeviceGone: the
+// device deleted, another company's, its company closing or removed)
+// tells the phone its device was removed, after which it stops
+// reconnecting; an SMS phone's hello after its company's mark is closed
+// 4503 on that word.
+func TestHelloWriteNotFoundIsNoRemoval(t *testing.T) {
+	t.Parallel()
+	r := newRigHub(t, storetest.OpenWith(t, storetest.Options{}), Config{}, time.Now, nil, hubSetup{devices: func(s *device.Service) Devices { return helloRowMissing{s} }})
+	ws := r.link(t, "hello-row-missing")
+	writeFrame(t, ws, proto.Hello{Protocol: 1, AppVersion: "test", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	if code := closeCode(t, ws); code != proto.CloseInternalError {
+		t.Errorf("a hello whose write found no row: closed %d, want %d (server fault)", code, proto.CloseInternalError)
+	}
+
+	closing := newRig(t, Config{})
+	late := closing.link(t, "hello-after-mark")
+	if _, err := closing.store.MarkCompanyClosing(closing.company, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	writeFrame(t, late, proto.Hello{Protocol: 1, AppVersion: "test", SIMs: []proto.SIM{{Slot: "SIM1"}}})
+	if code := closeCode(t, late); code != proto.CloseDeviceGone {
+		t.Errorf("an SMS phone's hello after its company's mark: closed %d, want %d (device gone)", code, proto.CloseDeviceGone)
+	}
 }

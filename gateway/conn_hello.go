@@ -83,10 +83,12 @@ func (c *conn) hello() bool {
 	// link as the second look would, having stored nothing of the hello
 	// and raised no device.online (PROTOCOL.md sections 7.1 and 16.1).
 	// The link is not registered yet: it displaced no older link, and the
-	// change's own close reaches that one.
+	// change's own close reaches that one. The device gone is the store's
+	// word alone (store.ErrDeviceGone, store UpdateDeviceWith); any other
+	// error, store.ErrNotFound of another record included, is a fault.
 	dev, err := h.devices.Hello(context.Background(), c.dev, checked)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrDeviceGone):
 		c.closeWith(proto.CloseDeviceGone, "device deleted")
 		return false
 	case errors.Is(err, device.ErrTokenRevoked):
@@ -110,6 +112,13 @@ func (c *conn) hello() bool {
 	// that holds none makes no agent write.
 	if announces || (h.agents != nil && !dev.NoNumbers) {
 		ids, err := h.agents.Announce(context.Background(), dev, agent)
+		if errors.Is(err, store.ErrDeviceGone) {
+			// Deleted, or its company marked closing, since the device
+			// write above (store AnnounceAgentNumbers reads it in the
+			// numbers' write): nothing of the numbers was stored.
+			c.closeWith(proto.CloseDeviceGone, "device deleted")
+			return false
+		}
 		if err != nil {
 			c.refuseHello(err, "store hello numbers")
 			return false

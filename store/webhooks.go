@@ -95,6 +95,11 @@ type WebhookJob struct {
 	Delivery WebhookDelivery
 	Entry    *WebhookEntry // nil when the entry was removed
 	Secret   string
+	// Closing says the delivery's company is marked closing
+	// (MarkCompanyClosing) or no longer stored: a delivery its removal
+	// has not taken yet, which is sent no more. Such a job carries the
+	// delivery as stored, without its body, entry or secret.
+	Closing bool
 }
 
 // DueSkip is what a pass over the due deliveries (DueWebhookDeliveries,

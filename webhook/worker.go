@@ -191,6 +191,11 @@ func (s *Service) attempt(ctx context.Context, due store.WebhookDue) (recording,
 	}
 	var out outcome
 	switch {
+	case job.Closing:
+		// The company asked to be removed (or was): it gets no push from
+		// the mark on, though its removal has not taken the delivery yet.
+		// Read with the delivery, in the same look.
+		out = outcome{err: "not sent: the company is being removed", notSent: true}
 	case job.Entry == nil:
 		out = outcome{err: "not sent: the webhook entry was removed", notSent: true}
 	case !job.Entry.Active:

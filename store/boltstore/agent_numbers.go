@@ -76,14 +76,18 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 // together or not at all. A set past its channel's limit refuses the whole
 // announcement with a *store.TooManyNumbersError naming the channel
 // (ErrTooManyNumbers to errors.Is). It returns the records of all the
-// sets, in the order given.
+// sets, in the order given. A device deleted, or of a company closing
+// (MarkCompanyClosing) or not stored, is ErrDeviceGone, read in the
+// write's own transaction (liveDeviceRefOfOpenCompany), and nothing is
+// stored: an agent whose hello's device write came before the mark takes
+// or lets go no number after it.
 func (s *Store) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]AgentNumber, error) {
 	var out []AgentNumber
 	err := s.grouped(func(tx *bolt.Tx) error {
 		out = out[:0]
-		d, err := liveDeviceRef(tx, companyID, deviceID)
+		d, err := liveDeviceRefOfOpenCompany(tx, companyID, deviceID)
 		if err != nil {
-			return err
+			return refuse(err) // nothing written: the batch commits without it
 		}
 		if slices.ContainsFunc(sets, func(a store.Announced) bool { return len(a.Addresses) > 0 }) {
 			// It holds a number once this commits: its record must not

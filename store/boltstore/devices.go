@@ -280,26 +280,43 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*Device) er
 // It is the write of a link's hello: a record without NoNumbers is given
 // it when the registration holds no WhatsApp number or iMessage handle
 // (one seek in agent_number_held, in the same transaction); one with it
-// reads nothing more. A device of a company closing (MarkCompanyClosing)
-// is ErrNotFound, as DeviceByTokenHash finds it: a link whose token passed
-// its upgrade before the mark stores no hello after it (nor a health
-// report or a presence; DELETE /company closes the link as the device's
-// deletion would).
+// reads nothing more. It is ErrDeviceGone, and only then, when the device
+// is not a live registration of the company (deleted, or an id of another
+// company), or its company is not stored or is closing
+// (MarkCompanyClosing), as DeviceCompany says it: a link whose token
+// passed its upgrade before the mark stores no hello after it (nor a
+// health report or a presence; DELETE /company closes the link as the
+// device's deletion would), and its phone is told the device is gone on
+// that word alone.
 func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *Device) ([]DeviceEvent, error)) (Device, error) {
 	return s.updateDeviceTx(fmt.Sprintf("%d of company %d", deviceID, companyID), func(tx *bolt.Tx) (Device, error) {
-		if err := companyOpen(tx, companyID); err != nil {
+		d, err := liveDeviceByID(tx, companyID, deviceID)
+		if err != nil {
 			return Device{}, err
 		}
-		d, err := liveDeviceByID(tx, companyID, deviceID)
-		if err == nil && !d.NoNumbers {
+		if err := companyOpen(tx, companyID); errors.Is(err, ErrNotFound) {
+			return Device{}, ErrDeviceGone
+		} else if err != nil {
+			return Device{}, err
+		}
+		if !d.NoNumbers {
 			d.NoNumbers = !holdsNumbers(tx, companyID, deviceID)
 		}
-		return d, err
+		return d, nil
 	}, fn)
 }
 
+// updateDevice is updateDeviceTx of a change that raises no event, whose
+// device gone is ErrNotFound (UpdateDevice, UpdateDeviceByID: a request's
+// 404).
 func (s *Store) updateDevice(name string, find func(*bolt.Tx) (Device, error), fn func(*Device) error) (Device, error) {
-	return s.updateDeviceTx(name, find, func(d *Device) ([]DeviceEvent, error) { return nil, fn(d) })
+	return s.updateDeviceTx(name, func(tx *bolt.Tx) (Device, error) {
+		d, err := find(tx)
+		if errors.Is(err, ErrDeviceGone) {
+			return d, ErrNotFound
+		}
+		return d, err
+	}, func(d *Device) ([]DeviceEvent, error) { return nil, fn(d) })
 }
 
 // updateDeviceTx goes through group commit: every link's hello, last-seen
@@ -319,7 +336,7 @@ func (s *Store) updateDeviceTx(name string, find func(*bolt.Tx) (Device, error),
 		var err error
 		if d, err = find(tx); err != nil {
 			if errors.Is(err, ErrDeviceGone) || errors.Is(err, ErrNotFound) {
-				return refuse(ErrNotFound)
+				return refuse(err) // find's word, as it said it
 			}
 			return err
 		}

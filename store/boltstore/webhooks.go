@@ -296,12 +296,24 @@ func dueOf(raw []byte) (WebhookDue, error) {
 	return d, nil
 }
 
-// WebhookJob reads a pending delivery with its entry and the company's secret.
+// WebhookJob reads a pending delivery with its entry and the company's
+// secret, and whether the company is closing (store.WebhookJob.Closing),
+// in the same transaction: one look at the company's record, decoded
+// only when it carries the mark (markedClosing).
 func (s *Store) WebhookJob(id uint64) (WebhookJob, error) {
 	var job WebhookJob
 	err := s.view(func(tx *bolt.Tx) error {
 		if err := getJSON(tx.Bucket(bucketWebhookDeliveries), itob(id), &job.Delivery); err != nil {
 			return err
+		}
+		co := tx.Bucket(bucketCompanies).Get(itob(job.Delivery.CompanyID))
+		closing, err := markedClosing(co)
+		if err != nil {
+			return err
+		}
+		if co == nil || closing {
+			job.Closing = true
+			return nil
 		}
 		if err := deliveryBodyIn(tx, &job.Delivery); err != nil {
 			return err

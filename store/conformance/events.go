@@ -456,8 +456,8 @@ func eventsDeviceRefused(t *testing.T, s EventsStore) {
 	if _, err := s.UpdateDeviceWith(w.company.ID, other.device.ID, func(*store.Device) ([]store.DeviceEvent, error) {
 		called = true
 		return []store.DeviceEvent{{Type: "device.online", At: T0}}, nil
-	}); !errors.Is(err, store.ErrNotFound) || called {
-		t.Fatalf("another company's device: %v (fn called %v), want ErrNotFound", err, called)
+	}); !errors.Is(err, store.ErrDeviceGone) || called {
+		t.Fatalf("another company's device: %v (fn called %v), want ErrDeviceGone", err, called)
 	}
 	if n, _, _ := s.WebhookOutboxSize(other.company.ID); n != 0 {
 		t.Fatalf("the other company's outbox: %d deliveries, want none", n)

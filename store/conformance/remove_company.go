@@ -437,15 +437,28 @@ func removalClosing(t *testing.T, s RemovalStore) {
 	}
 	// Nor does a device of it take a link's hello (or a health report, a
 	// presence): a phone whose token passed its upgrade before the mark
-	// stores nothing after it.
+	// stores nothing after it. The store's word is that the device is gone
+	// (ErrDeviceGone), as DeviceCompany says it: the phone is told so
+	// (4503) on that word alone.
 	if d, err := s.UpdateDeviceWith(c.ID, live.ID, func(d *store.Device) ([]store.DeviceEvent, error) {
 		d.AppVersion, d.LastSeenAt = "after closing", at
 		return nil, nil
-	}); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("a hello's write of a closing company's device: %+v (%v), want ErrNotFound", d, err)
+	}); !errors.Is(err, store.ErrDeviceGone) {
+		t.Errorf("a hello's write of a closing company's device: %+v (%v), want ErrDeviceGone", d, err)
 	}
 	if d, err := s.Device(live.Fingerprint); err != nil || d.AppVersion == "after closing" || d.LastSeenAt.Equal(at) {
 		t.Errorf("a closing company's device after a hello's write: app version %q, last seen %v (%v), want them as before", d.AppVersion, d.LastSeenAt, err)
+	}
+	// Nor do its agents' numbers move (an agent's hello, whose device
+	// write came before the mark): refused as the device gone, and
+	// nothing stored, neither a new number nor one it held let go.
+	held := gone.Numbers[0]
+	announced := []store.Announced{{Channel: store.ChannelNameWhatsApp, Addresses: []string{"+15559990001"}}, {Channel: store.ChannelNameIMessage}}
+	if nums, err := s.AnnounceAgentNumbers(c.ID, held.DeviceID, announced, at, 0); !errors.Is(err, store.ErrDeviceGone) {
+		t.Errorf("numbers announced by an agent of a closing company: %+v (%v), want ErrDeviceGone", nums, err)
+	}
+	if nums, err := s.AgentNumbers(c.ID, store.ChannelNameWhatsApp); err != nil || len(nums) != 1 || nums[0].Address != held.Address || nums[0].DeviceID != held.DeviceID {
+		t.Errorf("a closing company's WhatsApp numbers after an announcement: %+v (%v), want only %s, held as before", nums, err, held.Address)
 	}
 	again, err := s.MarkCompanyClosing(c.ID, at.Add(time.Hour), func(store.Company, store.Subscription, bool) error {
 		t.Error("the vet ran for a company already closing")
@@ -707,6 +720,9 @@ func removalLinkedPhone(t *testing.T, s RemovalStore) {
 		}
 		if _, err := s.UpdateDeviceByID(c.ID, d.ID, func(*store.Device) error { return nil }); err == nil {
 			t.Errorf("midway %v: the removed device was updated", midway)
+		}
+		if _, err := s.UpdateDeviceWith(c.ID, d.ID, func(*store.Device) ([]store.DeviceEvent, error) { return nil, nil }); !errors.Is(err, store.ErrDeviceGone) {
+			t.Errorf("midway %v: a hello's write of the removed device: %v, want ErrDeviceGone", midway, err)
 		}
 		// What a server that still holds the company's API key in its
 		// cache may write under it: refused once the company is gone;

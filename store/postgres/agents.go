@@ -56,10 +56,17 @@ func (s *Store) AnnounceNumbers(companyID, deviceID uint64, channel string, addr
 // together or not at all. A set past its channel's limit refuses the whole
 // announcement with a *store.TooManyNumbersError naming the channel
 // (ErrTooManyNumbers to errors.Is). It returns the records of all the
-// sets, in the order given. Locks: the device's row, then the company's
-// (when limit is set and a set holds a number new to the company), then
-// each set's numbers in the order of the sets (under a limit, after a
-// savepoint, given up to lock the company first when one is new).
+// sets, in the order given. A device deleted, or of a company closing
+// (MarkCompanyClosing) or not stored, is store.ErrDeviceGone and nothing
+// is stored: the company's mark is read in the write's transaction, its
+// row taken KEY SHARE (a mark waits for an announcement that read the
+// company open, and one that met the mark reads it closing), so an agent
+// whose hello's device write came before the mark takes or lets go no
+// number after it. Locks: the device's row, then the company's (KEY SHARE
+// with its mark, after the savepoint; FOR UPDATE instead when limit is
+// set and a set holds a number new to the company), then each set's
+// numbers in the order of the sets (under a limit, after a savepoint,
+// given up to lock the company first when one is new).
 func (s *Store) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.Announced, now time.Time, limit int) ([]store.AgentNumber, error) {
 	var out []store.AgentNumber
 	now = now.UTC()
@@ -129,12 +136,25 @@ func (s *Store) AnnounceAgentNumbers(companyID, deviceID uint64, sets []store.An
 // go, to take the company's row lock before them. A hello of known
 // numbers under a limit, the usual one, so reads each channel's numbers
 // once, where it read them unlocked first to know whether to lock the
-// company, and then locked.
+// company, and then locked. Before the numbers, in the same round trip,
+// it reads the company's closing mark, the row taken KEY SHARE: a company
+// closing or not stored is store.ErrDeviceGone. The mark is read after
+// the savepoint, so that a caller that goes back to it to take the
+// company FOR UPDATE holds no lock on the row while it waits: two
+// announcements that each held KEY SHARE while waiting for FOR UPDATE
+// would wait for each other (TestAnnouncementsOfNewNumbersTakeNoDeadlock).
 func lockAnnounced(t *txn, d store.Device, sets []store.Announced, savepoint bool) ([][]store.AgentNumber, error) {
 	b := &pgx.Batch{}
 	if savepoint {
 		b.Queue("SAVEPOINT announce")
 	}
+	open := false
+	b.Queue("SELECT NOT rec ? 'closing_at' FROM companies WHERE id = $1 FOR KEY SHARE", id(d.CompanyID)).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&open); !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil // not stored: open stays false
+	})
 	locked := make([][]store.AgentNumber, len(sets))
 	for i, set := range sets {
 		b.Queue(announcedRows+" FOR UPDATE", id(d.CompanyID), set.Channel, set.Addresses, id(d.ID)).Query(func(rows pgx.Rows) error {
@@ -143,7 +163,13 @@ func lockAnnounced(t *txn, d store.Device, sets []store.Announced, savepoint boo
 			return err
 		})
 	}
-	return locked, t.sendBatch(b)
+	if err := t.sendBatch(b); err != nil {
+		return nil, err
+	}
+	if !open {
+		return nil, fmt.Errorf("company %d is closing: %w", d.CompanyID, store.ErrDeviceGone)
+	}
+	return locked, nil
 }
 
 // hasNew says whether an address of addresses is none of the numbers

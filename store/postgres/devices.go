@@ -97,7 +97,7 @@ func (s *Store) DevicesReportedOnline() ([]store.Device, error) {
 // stores it; identity and token stay. Another company's device is ErrNotFound.
 func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*store.Device) error) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %s of company %d", fingerprint, companyID), func(t *txn) (store.Device, error) {
-		return liveDevice(t, companyID, fingerprint, true)
+		return goneNotFound(liveDevice(t, companyID, fingerprint, true))
 	}, func(d *store.Device) ([]store.DeviceEvent, error) { return nil, fn(d) })
 }
 
@@ -106,8 +106,17 @@ func (s *Store) UpdateDevice(companyID uint64, fingerprint string, fn func(*stor
 // another registration may hold by now, finds ErrNotFound.
 func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Device) error) (store.Device, error) {
 	return s.updateDevice(fmt.Sprintf("update device %d of company %d", deviceID, companyID), func(t *txn) (store.Device, error) {
-		return liveDeviceByID(t, companyID, deviceID, true)
+		return goneNotFound(liveDeviceByID(t, companyID, deviceID, true))
 	}, func(d *store.Device) ([]store.DeviceEvent, error) { return nil, fn(d) })
+}
+
+// goneNotFound answers a device gone as store.ErrNotFound: the word of
+// UpdateDevice and UpdateDeviceByID, a request's 404.
+func goneNotFound(d store.Device, err error) (store.Device, error) {
+	if errors.Is(err, store.ErrDeviceGone) {
+		return d, store.ErrNotFound
+	}
+	return d, err
 }
 
 // UpdateDeviceWith is UpdateDeviceByID whose fn also returns the events
@@ -122,11 +131,14 @@ func (s *Store) UpdateDeviceByID(companyID, deviceID uint64, fn func(*store.Devi
 // lock: a hello that gives it a number takes that lock first,
 // AnnounceNumbers); one with it reads nothing more.
 //
-// A device of a company closing (MarkCompanyClosing) is ErrNotFound, as
-// DeviceByTokenHash finds it: a link whose token passed its upgrade before
-// the mark stores no hello after it (nor a health report or a presence;
-// DELETE /company closes the link as the device's deletion would). The
-// statement that locks the device's row reads the mark, its company's row
+// It is store.ErrDeviceGone, and only then, when the device is not a live
+// registration of the company (deleted, or an id of another company), or
+// its company is not stored or is closing (MarkCompanyClosing), as
+// DeviceCompany says it: a link whose token passed its upgrade before the
+// mark stores no hello after it (nor a health report or a presence;
+// DELETE /company closes the link as the device's deletion would), and its
+// phone is told the device is gone on that word alone. The statement that
+// locks the device's row reads the mark, its company's row
 // taken KEY SHARE after the device's (companyOpen's lock, as a foreign
 // key's check takes it): a mark committed while the write waited for
 // either row is seen, and a mark waits for a write that read none.
@@ -147,7 +159,7 @@ func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *store.De
 
 // liveDeviceOfOpenCompany is liveDeviceByID with the row lock, in the same
 // statement as its company's closing mark (UpdateDeviceWith): a device of
-// a company closing is store.ErrNotFound. The device's row is locked
+// a company closing, or not stored, is store.ErrDeviceGone. The device's row is locked
 // first (the WITH query's own lock; a query that locks rows is never
 // folded into the statement around it), its company's KEY SHARE once the
 // join found it, in the order a registration and a deletion take them.
@@ -164,21 +176,19 @@ func liveDeviceOfOpenCompany(t *txn, companyID, deviceID uint64) (store.Device, 
 	case err != nil:
 		return d, mapErr(err)
 	case closing:
-		return d, fmt.Errorf("company %d is closing: %w", companyID, store.ErrNotFound)
+		return d, fmt.Errorf("company %d is closing: %w", companyID, store.ErrDeviceGone)
 	}
 	return d, json.Unmarshal(raw, &d)
 }
 
 // updateDevice reads the device find locks, applies fn and stores the
 // result with the device's identity as it was, with the events fn raised.
+// find's error is the answer as it said it.
 func (s *Store) updateDevice(name string, find func(*txn) (store.Device, error), fn func(*store.Device) ([]store.DeviceEvent, error)) (store.Device, error) {
 	var d store.Device
 	err := s.write(name, func(t *txn) error {
 		var err error
 		if d, err = find(t); err != nil {
-			if errors.Is(err, store.ErrDeviceGone) {
-				return store.ErrNotFound
-			}
 			return err
 		}
 		before := d

@@ -192,9 +192,12 @@
 // share lock on its members' devices, a new pool's before its company's
 // row, as a registration and a deletion take a device's and then its
 // company's (TestPoolMemberRacesItsDeviceDeletion), and an agent's hello
-// that announces numbers its device's, then its company's, then the
-// numbers' (AnnounceAgentNumbers: the WhatsApp numbers', then the
-// iMessage handles', in one transaction); a device deletion
+// that announces numbers its device's, then its company's (KEY SHARE
+// with its closing mark, after a savepoint it goes back to before it
+// takes the row FOR UPDATE to count a new number,
+// TestAnnouncementsOfNewNumbersTakeNoDeadlock), then the numbers'
+// (AnnounceAgentNumbers: the WhatsApp numbers', then the iMessage
+// handles', in one transaction); a device deletion
 // its device's unfinished jobs and the pools it leaves, then the device,
 // then those again with any a send queued or an edit added in between
 // (TestDeviceDeletionLocksAfterItsJobs, TestDeviceDeletionLocksPoolsFirst),

@@ -265,21 +265,28 @@ func nextAttempt(t *txn, now time.Time) (time.Time, error) {
 }
 
 // WebhookJob reads a pending delivery with its body, its entry and the
-// company's secret.
+// company's secret, and whether the company is closing
+// (store.WebhookJob.Closing), in one statement.
 func (s *Store) WebhookJob(deliveryID uint64) (store.WebhookJob, error) {
 	var job store.WebhookJob
 	err := s.read(fmt.Sprintf("webhook delivery %d", deliveryID), func(t *txn) error {
 		job = store.WebhookJob{}
 		var raw, body, setRaw []byte
-		err := t.row(`SELECT d.rec, e.body, w.rec FROM webhook_deliveries d
+		var open *bool // NULL: the company is not stored
+		err := t.row(`SELECT d.rec, e.body, w.rec, NOT c.rec ? 'closing_at' FROM webhook_deliveries d
 			LEFT JOIN webhook_events e ON e.id = d.event_id
 			LEFT JOIN webhook_sets w ON w.company_id = d.company_id
-			WHERE d.id = $1`, id(deliveryID)).Scan(&raw, &body, &setRaw)
+			LEFT JOIN companies c ON c.id = d.company_id
+			WHERE d.id = $1`, id(deliveryID)).Scan(&raw, &body, &setRaw, &open)
 		if err != nil {
 			return mapErr(err)
 		}
 		if err := json.Unmarshal(raw, &job.Delivery); err != nil {
 			return err
+		}
+		if open == nil || !*open {
+			job.Closing = true
+			return nil
 		}
 		if len(job.Delivery.Body) == 0 {
 			if body == nil {
