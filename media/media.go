@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -47,7 +48,8 @@ const DefaultUploads = 2
 // DefaultSpools bounds the uploads arriving at once, server-wide: each
 // spools at most MaxBytes to a temporary file while its body arrives, so
 // sixteen keep media's temporary disk within 256 MiB. One more waits for a
-// place at most ChunkTimeout, then answers 429 with Retry-After. An
+// place at most ChunkTimeout (or takes one another company's upload
+// yields: DefaultSpoolsKept), then answers 429 with Retry-After. An
 // arriving upload holds one of these, its device's place and its company's
 // (UploadsPerDevice, UploadsPerCompany), never a commit's: when the
 // commits were also the places of arriving bodies, two companies whose
@@ -66,6 +68,17 @@ const DefaultSpools = 16
 // or more over 16 MiB) held all 16 and made every other company's files
 // wait. An upload that finds no place it may take waits for one as any
 // other.
+//
+// With every place held, a waiting upload takes the place of another
+// company's that yields it (Service.victim): the slowest upload (fewest
+// bytes a second) of the company holding the most, at once when that
+// company holds two places more than the waiting upload's, and for a
+// company holding none, of a company holding one once it has held its
+// place half of ChunkTimeout. The upload that yields is answered 429 with
+// Retry-After; its agent uploads it again. Where 10 companies' slow agents
+// held all 16 places and every other company's files waited a minute and
+// were refused, a company holding none gets a place within half a minute,
+// and keeps it while slower uploads are there to yield first.
 const DefaultSpoolsKept = 8
 
 // busy is the refusal of an upload or a download for want of a place,
@@ -197,12 +210,12 @@ type Service struct {
 	// The places under way, counted in this process's memory: on a cluster
 	// each node counts its own. Guarded by mu.
 	mu       sync.Mutex
-	sending  map[uint64]int // device id -> uploads under way
-	active   map[uint64]int // company id -> uploads under way
-	reading  map[uint64]int // company id -> downloads under way
-	arriving int            // uploads arriving (Spools at most)
-	spooling map[uint64]int // company id -> uploads arriving
-	freed    chan struct{}  // made by an upload waiting for an arriving place, closed (and dropped) when one is freed
+	sending  map[uint64]int      // device id -> uploads under way
+	active   map[uint64]int      // company id -> uploads under way
+	reading  map[uint64]int      // company id -> downloads under way
+	spools   map[*spool]struct{} // uploads arriving (Spools at most)
+	spooling map[uint64]int      // company id -> uploads arriving
+	freed    chan struct{}       // made by an upload waiting for an arriving place, closed (and dropped) when one is freed
 }
 
 // New returns the service.
@@ -260,7 +273,8 @@ func New(cfg Config, st Store, now func() time.Time) (*Service, error) {
 		}
 	}
 	return &Service{cfg: cfg, st: st, now: now, slots: make(chan struct{}, cfg.Uploads),
-		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{}, spooling: map[uint64]int{}}, nil
+		sending: map[uint64]int{}, active: map[uint64]int{}, reading: map[uint64]int{},
+		spools: map[*spool]struct{}{}, spooling: map[uint64]int{}}, nil
 }
 
 // MaxBytes is the cap of one file.
@@ -327,10 +341,15 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	// UploadChunkTimeout for each 256 KiB and one more for the answer)
 	// would otherwise hold its company's place until a spool freed,
 	// and the agent's next try be refused for its own abandoned one.
-	if err := s.arrive(ctx, dev.CompanyID); err != nil {
+	cut := func() {}
+	if up.ReadDeadline != nil {
+		cut = func() { _ = up.ReadDeadline(time.Now()) }
+	}
+	sp, err := s.arrive(ctx, dev.CompanyID, cut)
+	if err != nil {
 		return store.Media{}, false, err
 	}
-	defer s.arrived(dev.CompanyID)
+	defer s.arrived(sp)
 	if s.cfg.TempDir != "" {
 		if err := os.MkdirAll(s.cfg.TempDir, 0o700); err != nil {
 			return store.Media{}, false, spoolFailed(err)
@@ -342,11 +361,16 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1), deadline: up.ReadDeadline, timeout: s.cfg.UploadChunkTimeout}
+	body := &arrival{r: io.LimitReader(up.Body, s.cfg.MaxBytes+1), deadline: up.ReadDeadline, timeout: s.cfg.UploadChunkTimeout, spool: sp}
 	if err := body.extend(); err != nil {
 		return store.Media{}, false, err
 	}
 	n, err := io.Copy(f, body)
+	if body.err != nil && sp.yielded.Load() {
+		return store.Media{}, false, &problem.Error{Code: problem.RateLimited, RetryAfter: busyRetrySeconds,
+			Message: fmt.Sprintf("The server's %s for arriving uploads were all held, and this upload, the slowest of a company holding more of them, gave its place to another company's; retry in %s.",
+				problem.Count(s.cfg.Spools, "place"), problem.Count(busyRetrySeconds, "second"))}
+	}
 	if body.err != nil {
 		if ne := net.Error(nil); errors.As(body.err, &ne) && ne.Timeout() {
 			return store.Media{}, false, problem.New(problem.RequestTimeout, fmt.Sprintf("No %d KiB of the upload arrived within %g s; upload it again.", store.MediaChunkSize>>10, s.cfg.UploadChunkTimeout.Seconds()))
@@ -390,58 +414,207 @@ func (s *Service) Put(ctx context.Context, dev store.Device, up Upload) (store.M
 	return stored, dup, nil
 }
 
+// spool is an upload arriving: one of the server's arriving places
+// (Spools). Guarded by the service's mu but for received and yielded.
+type spool struct {
+	company uint64
+	began   time.Time
+	// cut interrupts the body's read (its connection's deadline set to
+	// now), so an upload that yields its place lets go of it at once.
+	cut      func()
+	received atomic.Int64 // bytes of the body read so far
+	// yielded is set, and cut called, once the place is promised to heir:
+	// the upload ends (429) at its next read, and its end hands the place
+	// over.
+	yielded atomic.Bool
+	heir    *claim
+}
+
+// claim is an upload waiting for the place of one that yields it.
+type claim struct {
+	company   uint64
+	cut       func()
+	got       chan struct{} // closed once place is set
+	place     *spool
+	abandoned bool // its wait ended before the place came
+}
+
+// uploadYield is how long an arriving upload of a company holding a single
+// place keeps it before it may yield it to an upload of a company holding
+// none (half of ChunkTimeout, the longest such an upload waits: 30 s).
+// Uploads of a company holding two places or more than the waiting one's
+// yield at once.
+func (s *Service) uploadYield() time.Duration { return s.cfg.ChunkTimeout / 2 }
+
 // arrive takes an arriving place for an upload of the company, waiting
 // for one at most ChunkTimeout: any free place for the company's first
-// upload arriving, one beyond the SpoolsKept for its others. It answers
-// 429 when none came.
-func (s *Service) arrive(ctx context.Context, companyID uint64) error {
-	var wait *time.Timer
+// upload arriving, one beyond the SpoolsKept for its others. With none
+// free, it takes the place of another company's upload that yields it
+// (victim). It answers 429 when none came.
+func (s *Service) arrive(ctx context.Context, companyID uint64, cut func()) (*spool, error) {
+	wait := time.NewTimer(s.cfg.ChunkTimeout)
+	defer wait.Stop()
+	var c *claim
+	var turn *time.Timer
+	defer func() {
+		if turn != nil {
+			turn.Stop()
+		}
+	}()
 	for {
 		s.mu.Lock()
-		free, mine := s.cfg.Spools-s.arriving, s.spooling[companyID]
-		if free > 0 && (mine == 0 || free > s.cfg.SpoolsKept) {
-			s.arriving++
-			s.spooling[companyID]++
+		if c != nil && c.place != nil {
 			s.mu.Unlock()
-			return nil
+			return c.place, nil
+		}
+		free, mine := s.cfg.Spools-len(s.spools), s.spooling[companyID]
+		if c == nil && free > 0 && (mine == 0 || free > s.cfg.SpoolsKept) {
+			sp := s.take(companyID, cut)
+			s.mu.Unlock()
+			return sp, nil
+		}
+		var next time.Duration
+		if c == nil && free <= 0 {
+			var v *spool
+			if v, next = s.victim(companyID, time.Now()); v != nil {
+				// Cut while mu is held: v's upload is still under way (its
+				// end, arrived, takes mu), so its connection is still its own.
+				c = &claim{company: companyID, cut: cut, got: make(chan struct{})}
+				v.heir = c
+				v.yielded.Store(true)
+				v.cut()
+				next = 0
+			}
 		}
 		if s.freed == nil {
 			s.freed = make(chan struct{})
 		}
 		freed := s.freed
 		s.mu.Unlock()
-		if wait == nil {
-			wait = time.NewTimer(s.cfg.ChunkTimeout)
-			defer wait.Stop()
+		var got <-chan struct{}
+		if c != nil {
+			got = c.got
+		}
+		var turned <-chan time.Time
+		if next > 0 {
+			if turn == nil {
+				turn = time.NewTimer(next)
+			} else {
+				turn.Reset(next)
+			}
+			turned = turn.C
 		}
 		select {
 		case <-freed:
+		case <-got:
+		case <-turned:
 		case <-wait.C:
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if c != nil {
+				if c.place != nil {
+					return c.place, nil
+				}
+				c.abandoned = true
+			}
 			if free > 0 {
-				return &problem.Error{Code: problem.RateLimited, RetryAfter: busyRetrySeconds,
+				return nil, &problem.Error{Code: problem.RateLimited, RetryAfter: busyRetrySeconds,
 					Message: fmt.Sprintf("The company has %s arriving, and the server keeps its last %s for companies with none; retry in %s.",
 						problem.Count(mine, "upload"), problem.Count(s.cfg.SpoolsKept, "place"), problem.Count(busyRetrySeconds, "second"))}
 			}
-			return busy(fmt.Sprintf("The server has %s arriving", problem.Count(s.cfg.Spools, "upload")))
+			return nil, busy(fmt.Sprintf("The server has %s arriving", problem.Count(s.cfg.Spools, "upload")))
 		case <-ctx.Done():
-			return ctx.Err()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if c != nil {
+				if c.place != nil {
+					return c.place, nil
+				}
+				c.abandoned = true
+			}
+			return nil, ctx.Err()
 		}
 	}
 }
 
-// arrived gives back the arriving place arrive took, and wakes the uploads
-// waiting for one.
-func (s *Service) arrived(companyID uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.arriving--
-	if s.spooling[companyID]--; s.spooling[companyID] <= 0 {
-		delete(s.spooling, companyID)
+// victim is the arriving upload that yields its place to a waiting upload
+// of company, nil when none does: of the uploads of the companies holding
+// at least two places more than company, or, when it holds none, of those
+// holding one whose uploads have held their places uploadYield, one of
+// the company holding the most, the one that received the fewest bytes a
+// second since it began (the longest under way among equals). A place
+// already promised counts for the company it goes to. When v is nil, next
+// is how long until an upload of a company holding one may yield to a
+// company holding none (0: none will by waiting). s.mu held.
+func (s *Service) victim(company uint64, now time.Time) (v *spool, next time.Duration) {
+	held := map[uint64]int{}
+	for sp := range s.spools {
+		if sp.heir != nil {
+			held[sp.heir.company]++
+		} else {
+			held[sp.company]++
+		}
 	}
+	h := held[company]
+	var most int
+	var slowest float64
+	for sp := range s.spools {
+		if sp.heir != nil || sp.company == company {
+			continue
+		}
+		k := held[sp.company]
+		switch {
+		case k >= h+2:
+		case k == 1 && h == 0:
+			if age := now.Sub(sp.began); age < s.uploadYield() {
+				if d := s.uploadYield() - age; next == 0 || d < next {
+					next = d
+				}
+				continue
+			}
+		default:
+			continue
+		}
+		rate := float64(sp.received.Load()) / max(now.Sub(sp.began).Seconds(), 1e-3)
+		if v == nil || k > most || k == most && (rate < slowest || rate == slowest && sp.began.Before(v.began)) {
+			v, most, slowest = sp, k, rate
+		}
+	}
+	return v, next
+}
+
+// take counts a place for an upload of the company. s.mu held.
+func (s *Service) take(companyID uint64, cut func()) *spool {
+	sp := &spool{company: companyID, began: time.Now(), cut: cut}
+	s.spools[sp] = struct{}{}
+	s.spooling[companyID]++
+	s.wake()
+	return sp
+}
+
+// wake tells the uploads waiting for a place that the places changed.
+// s.mu held.
+func (s *Service) wake() {
 	if s.freed != nil {
 		close(s.freed)
 		s.freed = nil
 	}
+}
+
+// arrived gives back the arriving place arrive took, to the upload it was
+// promised to if any, and wakes the uploads waiting for one.
+func (s *Service) arrived(sp *spool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.spools, sp)
+	if s.spooling[sp.company]--; s.spooling[sp.company] <= 0 {
+		delete(s.spooling, sp.company)
+	}
+	if c := sp.heir; c != nil && !c.abandoned {
+		c.place = s.take(c.company, c.cut)
+		close(c.got)
+	}
+	s.wake()
 }
 
 // fits refuses, before its body is read, an upload of length bytes (-1:
@@ -476,11 +649,19 @@ type arrival struct {
 	err      error
 	deadline func(time.Time) error
 	timeout  time.Duration
-	since    int // bytes read since the deadline last moved
+	since    int    // bytes read since the deadline last moved
+	spool    *spool // its place, which it may have to yield
 }
+
+// errYielded ends the read of an upload that yielded its place.
+var errYielded = errors.New("media: the upload yielded its place")
 
 func (a *arrival) Read(p []byte) (int, error) {
 	n, err := a.r.Read(p)
+	a.spool.received.Add(int64(n))
+	if err != io.EOF && a.spool.yielded.Load() {
+		err = errYielded
+	}
 	if err != nil && err != io.EOF {
 		a.err = err
 	}
@@ -498,6 +679,10 @@ func (a *arrival) extend() error {
 	}
 	if err := a.deadline(time.Now().Add(a.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return fmt.Errorf("media: read deadline: %w", err)
+	}
+	if a.spool.yielded.Load() {
+		// Cut while the deadline moved: cut again.
+		_ = a.deadline(time.Now())
 	}
 	return nil
 }

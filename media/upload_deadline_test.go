@@ -108,11 +108,14 @@ func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
 	poll.Until(t, "the first upload takes the arriving place", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.arriving == 1
+		return len(s.spools) == 1
 	})
 
-	// Another company's upload, its client gone (a context never done).
-	other := store.Device{ID: 2, CompanyID: 2}
+	// Another device's upload, its client gone (a context never done). (An
+	// upload of another company would take the place of the first, which
+	// has held it long enough, a company with none taking the place of one
+	// with one.)
+	other := store.Device{ID: 2, CompanyID: 1}
 	second := make(chan error, 1)
 	go func() {
 		_, _, err := s.Put(context.Background(), other, Upload{Key: "wa:2/0", Length: 5, Body: strings.NewReader("hello")})
@@ -133,8 +136,8 @@ func TestUploadWaitsForAnArrivingPlaceBoundedly(t *testing.T) {
 	s.mu.Lock()
 	device, company := s.sending[other.ID], s.active[other.CompanyID]
 	s.mu.Unlock()
-	if device != 0 || company != 0 {
-		t.Fatalf("uploads under way after the refusal: device %d's %d, company %d's %d, want 0", other.ID, device, other.CompanyID, company)
+	if device != 0 || company != 1 {
+		t.Fatalf("uploads under way after the refusal: device %d's %d, company %d's %d, want 0 and 1 (the first's)", other.ID, device, other.CompanyID, company)
 	}
 
 	holder.CloseWithError(errors.New("connection reset by peer"))

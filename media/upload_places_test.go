@@ -137,8 +137,11 @@ func (u *slowUpload) finish(t *testing.T) {
 
 // Of the server's arriving places, the last SpoolsKept go one a company:
 // a company with uploads arriving takes another place only while more are
-// free, and is told so; a company with none takes any free place; with
-// none free the server is full.
+// free, and is told so; a company with none takes any free place. With
+// none free, a company's upload waits, and is refused, while no other
+// company holds two places more than its own; a company holding none
+// takes the place of the slowest upload of one holding two, which is cut
+// at its next read with 429 rate_limited.
 func TestArrivingPlacesKeptForCompaniesWithNone(t *testing.T) {
 	t.Parallel()
 	s, devs := companiesService(t, Config{Spools: 4, ChunkTimeout: 300 * time.Millisecond}, 3, 1, 1, 1)
@@ -153,22 +156,42 @@ func TestArrivingPlacesKeptForCompaniesWithNone(t *testing.T) {
 	}
 	startUpload(t, s, devs[1][0], "wa:b/0")
 	startUpload(t, s, devs[2][0], "wa:c/0")
-	_, _, err = s.Put(context.Background(), devs[3][0], hello("wa:d/0"))
+	_, _, err = s.Put(context.Background(), acme[2], hello("wa:a2/0"))
 	const full = "The server has 4 uploads arriving, the most at once; retry in 5 seconds."
 	if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.Message != full {
-		t.Fatalf("an upload with every place held: %v, want 429 rate_limited, %q", err, full)
+		t.Fatalf("an upload of a company holding 2 places with every place held, the others' 1 each: %v, want 429 rate_limited, %q", err, full)
 	}
 
-	// A place freed goes to an upload waiting for it.
+	// A company with none: the oldest of acme's two uploads (each read as
+	// much, so the fewest bytes a second) yields its place at its next read.
 	done := make(chan error, 1)
 	go func() { _, _, err := s.Put(context.Background(), devs[3][0], hello("wa:d/0")); done <- err }()
-	poll.Until(t, "the upload waits for a place", func() bool {
+	poll.Until(t, "an upload yields its place", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.active[devs[3][0].CompanyID] == 1
+		for sp := range s.spools {
+			if sp.yielded.Load() {
+				return sp.company == acme[0].CompanyID
+			}
+		}
+		return false
 	})
-	first.finish(t)
+	go first.body.Write([]byte("more")) // its next read
+	select {
+	case err := <-first.done:
+		const yielded = "The server's 4 places for arriving uploads were all held, and this upload, the slowest of a company holding more of them, gave its place to another company's; retry in 5 seconds."
+		if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != busyRetrySeconds || pe.Message != yielded {
+			t.Fatalf("the upload that yielded its place: %v, want 429 rate_limited with Retry-After, %q", err, yielded)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload that yielded its place not answered within 10 s of its next read")
+	}
 	if err := <-done; err != nil {
-		t.Fatalf("an upload that waited for a place, one freed meanwhile: %v, want it stored", err)
+		t.Fatalf("an upload of a company holding none, every place held: %v, want it stored in the yielded place", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.spools); n != 3 {
+		t.Fatalf("arriving places held once the upload given the yielded one was stored: %d, want 3", n)
 	}
 }

@@ -120,7 +120,7 @@ func TestSlowCompaniesLeaveArrivingPlacesToOthers(t *testing.T) {
 	// at most; their uploads beyond that are refused once they waited
 	// ChunkTimeout for a place.
 	s.mu.Lock()
-	held := s.arriving
+	held := len(s.spools)
 	s.mu.Unlock()
 	if most := DefaultSpools - DefaultSpoolsKept + companies; held > most {
 		t.Fatalf("arriving places the slow companies hold: %d, want at most %d", held, most)
