@@ -368,7 +368,7 @@ func (c *conn) closeBegun(code int, reason string, errFrame *proto.Error, stored
 	recount(c.sock)                      // no longer the device's one link, though open for the handshake
 	reason = proto.CutBytes(reason, 120) // the close frame allows 123 bytes; never half a character
 	// The operator's record of why the server ended a link: a phone that
-	// does not read may never see the close frame (PROTOCOL.md, section 9).
+	// does not read may never see the close frame (PROTOCOL.md, section 6).
 	// A restart closes every link at once, so those lines are debug only.
 	level := slog.LevelInfo
 	if code == proto.CloseRestarting {

@@ -15,6 +15,7 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
 )
 
@@ -238,11 +239,13 @@ func queuedBytes(h *Hub, fingerprint string) (n int, open bool) {
 }
 
 // A phone that never reads is closed (4008) once the frames waiting for it
-// reach the byte bound, long before the frame count would stop them.
+// reach the byte bound, long before the frame count would stop them. The
+// socket's buffers are small (tinySendBuffers): what the phone reads before
+// its close is then the queue and a few KB, not megabytes.
 func TestQueueIsBoundedInBytes(t *testing.T) {
 	t.Parallel()
 	const bound = 16 << 10
-	r := newRig(t, Config{QueueLen: 100000, QueueBytes: bound})
+	r := newRigServed(t, Config{QueueLen: 100000, QueueBytes: bound}, time.Now, storetest.Options{}, tinySendBuffers)
 	ws, _, err := r.dial(r.pair("stuck"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)

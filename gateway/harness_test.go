@@ -293,6 +293,27 @@ func tinyReceiveBuffer() *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 }
 
+// tinySendBuffers is a rig's listener (newRigServed) whose connections get
+// small socket send buffers: what the server's kernel holds for a phone
+// that stopped reading, ahead of the hub's own queue, is then a few KB.
+// Left to itself, Linux grows a connection's send buffer up to
+// net.ipv4.tcp_wmem's maximum (4 MiB by default): behind a phone that read
+// nothing it held up to 2.2 MB, some 24,000 small frames, that a test then
+// had to read before the close frame.
+func tinySendBuffers(l net.Listener) net.Listener { return sendBufferListener{l} }
+
+type sendBufferListener struct{ net.Listener }
+
+func (l sendBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		// Refused, the buffer stays as the kernel has it: the test only
+		// reads a longer backlog.
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
 func devicePatchStatus(status string) device.Patch { return device.Patch{Status: &status} }
 
 // TestMain stops the PostgreSQL cluster of a run on it (storetest.EnvStore),

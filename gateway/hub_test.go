@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -13,6 +14,8 @@ import (
 
 	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/device"
+	"github.com/simrelay/simrelay/internal/poll"
+	"github.com/simrelay/simrelay/internal/storetest"
 	"github.com/simrelay/simrelay/sms"
 )
 
@@ -185,9 +188,26 @@ func TestFloodIsClosed(t *testing.T) {
 	}
 }
 
+// stallWriter queues for the device's link a frame larger than what the
+// socket's buffers hold (tinySendBuffers and tinyReceiveBuffer: about
+// 13 KB) and waits until the link's writer took it: from then on, until
+// the phone reads, the writer is stuck in the middle of that frame, and
+// every frame after it, a close frame too, waits behind it.
+func stallWriter(t *testing.T, r *rig, fingerprint string) {
+	t.Helper()
+	c := r.hub.lookup(fingerprint)
+	if c == nil {
+		t.Fatalf("%s has no link", fingerprint)
+	}
+	// Under coder/websocket's read limit (32 KiB), so that a phone that
+	// reads again gets it whole.
+	c.send(proto.Config{SelectedSIM: "SIM1", DeviceName: strings.Repeat("s", 30000), Status: "active"})
+	eventually(t, "the writer took the large frame", func() bool { q, _ := queuedBytes(r.hub, fingerprint); return q == 0 })
+}
+
 func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6})
+	r := newRigServed(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6}, time.Now, storetest.Options{}, tinySendBuffers)
 	slow, _, err := r.dial(r.pair("slow"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)
@@ -197,56 +217,101 @@ func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 	fast := r.connect(r.pair("fast"))
 	eventually(t, "both online", func() bool { return r.hub.Online("slow", r.id("slow")) && r.hub.Online("fast", r.id("fast")) })
 
-	// The slow phone never reads: the settings pushed to it pile up behind
-	// its full socket until the queue overflows. (Error answers to frames it
-	// sends unasked would make that a flood, 4029.)
-	// The device's id, read once, as TestStuckWriteEndsTheLink does: a
-	// read for each push (two round trips on PostgreSQL) made the loop long.
-	id := r.id("slow")
-	for i := 0; i < 200000 && r.hub.Online("slow", id); i++ {
-		r.hub.Configure("slow", id, proto.Config{SelectedSIM: "SIM1", DeviceName: "slow", Status: "active"})
-	}
-	eventually(t, "the slow phone closed", func() bool { return !r.hub.Online("slow", id) })
-	// The fast phone never noticed.
+	// The slow phone stopped reading with a frame on its way: the settings
+	// pushed to it pile up behind that write until the queue overflows.
+	// (Error answers to frames it sends unasked would make that a flood,
+	// 4029.) The device's id is read once: a read for each push (two round
+	// trips on PostgreSQL) made the loop long.
+	stallWriter(t, r, "slow")
+	// The fast phone never notices.
 	r.hub.Configure("fast", r.id("fast"), r.selectSIM("fast", "SIM2"))
 	if f, ok := readFrame(t, fast).(*proto.Config); !ok || f.SelectedSIM != "SIM2" {
 		t.Fatalf("got %#v on the fast phone, want its config push", f)
 	}
-	// Behind the backlog, what the slow phone finally reads is its close: 4008.
+	id := r.id("slow")
+	for i := 0; i < 1000 && r.hub.Online("slow", id); i++ {
+		r.hub.Configure("slow", id, proto.Config{SelectedSIM: "SIM1", DeviceName: "slow", Status: "active"})
+	}
+	eventually(t, "the slow phone closed", func() bool { return !r.hub.Online("slow", id) })
+	// The close frame waits behind the stuck write, and the server waits
+	// 5 s for it to go out before it ends the link without it (PROTOCOL.md
+	// section 6; TestSlowReaderReadingTooLateSeesNoCloseFrame): the phone
+	// reads again now. Behind the backlog, what it reads is its close: 4008.
 	if got := closeAfterBacklog(t, slow); got != proto.CloseTooSlow {
 		t.Fatalf("slow phone: got close %d, want 4008", got)
 	}
 }
 
+// A phone that reads nothing for longer than the server waits for its close
+// frame to go out (5 s, the WebSocket library's bound) never gets one: the
+// server ends the connection in the middle of the frame its write was stuck
+// on, and the phone, reading again, finds that frame cut short and the
+// connection's end, an abnormal closure (PROTOCOL.md section 6).
+func TestSlowReaderReadingTooLateSeesNoCloseFrame(t *testing.T) {
+	t.Parallel()
+	r := newRigServed(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6}, time.Now, storetest.Options{}, tinySendBuffers)
+	slow, _, err := r.dial(r.pair("slow"), tinyReceiveBuffer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.CloseNow()
+	writeFrame(t, slow, proto.Hello{Protocol: 1})
+	id := r.id("slow")
+	eventually(t, "online", func() bool { return r.hub.Online("slow", id) })
+	stallWriter(t, r, "slow")
+	for i := 0; i < 1000 && r.hub.Online("slow", id); i++ {
+		r.hub.Configure("slow", id, proto.Config{SelectedSIM: "SIM1", DeviceName: "slow", Status: "active"})
+	}
+	r.serverClosed("slow", proto.CloseTooSlow)
+	// The link is gone once the server gave up its close frame: the link's
+	// reader ends with the connection.
+	poll.Within(t, poll.Timeout+closeHandshakeBound, "the server ends the link", func() bool { return r.hub.Count() == 0 })
+	if err := readToEnd(t, slow); errors.As(err, new(websocket.CloseError)) {
+		t.Fatalf("the phone that read too late got a close frame (%v), want the connection's end without one", err)
+	}
+}
+
+// readToEnd reads frames until the link ends and returns the error that
+// ended it; it fails the test if the link is still open after 20 s.
+func readToEnd(t *testing.T, ws *websocket.Conn) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := ws.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("the link did not end: %v", err)
+			}
+			return err
+		}
+	}
+}
+
 // A write that waits WriteTimeout for a phone that stopped reading ends the
-// link, even while the queue behind it has room.
+// link, though the queue behind it has room, and without a close frame
+// (PROTOCOL.md section 6).
 func TestStuckWriteEndsTheLink(t *testing.T) {
 	t.Parallel()
-	r := newRig(t, Config{WriteTimeout: 200 * time.Millisecond, QueueLen: 1 << 20, QueueBytes: 1 << 30, FrameRate: 1e6, FrameBurst: 1e6})
+	r := newRigServed(t, Config{WriteTimeout: 200 * time.Millisecond}, time.Now, storetest.Options{}, tinySendBuffers)
 	stuck, _, err := r.dial(r.pair("stuck"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stuck.CloseNow()
 	writeFrame(t, stuck, proto.Hello{Protocol: 1})
-	eventually(t, "online", func() bool { return r.hub.Online("stuck", r.id("stuck")) })
-	// Each push sends the settings the store holds, so the device's name
-	// is made as long as a name may be (100 bytes) for frames that fill
-	// the socket's buffers in fewer pushes; once they are full the write
-	// stays stuck whether or not more is pushed.
-	name := strings.Repeat("s", 100)
-	if _, err := r.devices.Update(context.Background(), r.company, "stuck", device.Patch{DeviceName: &name}); err != nil {
-		t.Fatal(err)
-	}
-	// The device's id, read once: a read of the store for each push was
-	// most of the loop's time (on PostgreSQL, two round trips a push).
 	id := r.id("stuck")
-	for i := 0; i < 200000 && r.hub.Online("stuck", id); i++ {
-		r.hub.Configure("stuck", id, proto.Config{SelectedSIM: "SIM1", DeviceName: name, Status: "active"})
-	}
+	eventually(t, "online", func() bool { return r.hub.Online("stuck", id) })
+	// One frame the socket cannot take whole while the phone reads nothing;
+	// nothing queued behind it.
+	stallWriter(t, r, "stuck")
 	eventually(t, "the stuck link ended", func() bool { return !r.hub.Online("stuck", id) })
-	if strings.Contains(r.logs.String(), "code=4008") {
-		t.Error("the queue overflowed first; the test wants the write timeout")
+	if !strings.Contains(r.logs.String(), "phone link dropped by the server") || strings.Contains(r.logs.String(), "phone link closed by the server") {
+		t.Errorf("the hub's log: %s\nwant the link dropped for its stuck write, not closed", r.logs.String())
+	}
+	// What the phone reads, once it reads again, is what the socket held,
+	// the stuck frame cut short, and the connection's end: no close frame.
+	if err := readToEnd(t, stuck); errors.As(err, new(websocket.CloseError)) {
+		t.Fatalf("the stuck phone got a close frame (%v), want the connection's end without one", err)
 	}
 }
 
