@@ -35,7 +35,13 @@ func (b *Broker) RenderLive(m store.Message) (company uint64, body []byte, err e
 // neither add frames to a stream nor reach a tab.
 func (b *Broker) Deliver(company uint64, body []byte) error {
 	return b.deliver(company, liveEvent{eventMessage, body}, func() []string {
-		var m liveMessage
+		// Only what the topics are of: the rest of the message (its
+		// text, its media) is no use here.
+		var m struct {
+			Device   string `json:"device"`
+			Channel  string `json:"channel"`
+			NumberID string `json:"number_id"`
+		}
 		if json.Unmarshal(body, &m) != nil {
 			return []string{topicAll}
 		}
