@@ -167,6 +167,10 @@ func TestPlainPostRefusalKeepsTheWebhookRowOfTheError(t *testing.T) {
 	if strings.Contains(kept, "hunter2") || strings.Contains(kept, secret[1]) || strings.Contains(kept, "/b2/") {
 		t.Errorf("the cookie holds a password, the secret or a row that did not fit: %.300s", kept)
 	}
+	// Each row's id once, its mark: the cookie's room is for what was typed.
+	if n := strings.Count(kept, `:["`+ids[0][1]+`"]`); n != 1 {
+		t.Errorf("the cookie holds the first row's id %d times: %.300s", n, kept)
+	}
 	// The row of the error and the first fit; the second does not, and
 	// comes back as stored, whole.
 	back := b.get(p.location).body

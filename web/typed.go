@@ -52,13 +52,11 @@ var typedFields = map[string][]string{
 const webhooksAction = Prefix + "/webhooks"
 
 // webhookRowFields are the fields of one row of the webhooks form
-// (webhooks[i].<field>), as saveWebhooks reads them.
+// (webhooks[i].<field>), as saveWebhooks reads them. The first, the row's
+// entry id, is kept for every row kept, "" for the new row: it is the
+// row's mark, and the page fills a row only with the values of the same
+// entry (typedRow).
 var webhookRowFields = []string{"id", "url", "active", "devices", "sims", "channels", "events", "wa_numbers", "im_handles", "remove"}
-
-// rowKept is the key that says a row of the webhooks form was kept, whose
-// value is the row's entry id ("" for the new row): the page fills a row
-// only with the values of the same entry (typedRow).
-const rowKept = "kept"
 
 // Typed is what a refused plain post's form held, for that form alone.
 // A field holds its values in the order posted: one for most, those of
@@ -114,10 +112,10 @@ func (c *Console) keepTyped(w http.ResponseWriter, r *http.Request, bind, sig, f
 	}
 	if action == webhooksAction {
 		for _, g := range groups {
-			// The row's mark: which entry it was, "" for the new one.
-			t.Values[g[0]] = []string{r.PostForm.Get(g[1])}
-			if u := t.Values[g[2]]; len(u) > 0 {
-				t.Values[g[2]] = []string{withoutUserInfo(u[0])}
+			// The row's mark, its id: which entry it was, "" for the new one.
+			t.Values[g[0]] = []string{r.PostForm.Get(g[0])}
+			if u := t.Values[g[1]]; len(u) > 0 {
+				t.Values[g[1]] = []string{withoutUserInfo(u[0])}
 			}
 		}
 	}
@@ -148,8 +146,8 @@ func typedValues(vs []string) []string {
 }
 
 // webhookGroups are the groups of fields of the webhooks form's rows,
-// each its mark (rowKept) and then webhookRowFields: the row the error
-// field names first, then the others in order.
+// each webhookRowFields, its id first: the row the error field names
+// first, then the others in order.
 func webhookGroups(r *http.Request, field string) [][]string {
 	n, err := strconv.Atoi(r.PostForm.Get("rows"))
 	if err != nil || n < 0 || n > webhook.MaxEntries+1 {
@@ -162,9 +160,9 @@ func webhookGroups(r *http.Request, field string) [][]string {
 	var groups [][]string
 	for i := range n {
 		at := fmt.Sprintf("webhooks[%d].", i)
-		g := []string{at + rowKept}
-		for _, f := range webhookRowFields {
-			g = append(g, at+f)
+		g := make([]string, len(webhookRowFields))
+		for j, f := range webhookRowFields {
+			g[j] = at + f
 		}
 		if i == first {
 			groups = append([][]string{g}, groups...)

@@ -45,7 +45,7 @@ func storedRow(i int, e store.WebhookEntry, isNew bool) webhookRow {
 // leaves the rows as the store has them.
 func typedRow(row webhookRow, t Typed) webhookRow {
 	at := fmt.Sprintf("webhooks[%d].", row.Index)
-	kept, ok := t.Values[at+rowKept]
+	kept, ok := t.Values[at+"id"]
 	id := ""
 	if !row.New {
 		id = strconv.FormatUint(row.Entry.ID, 10)
