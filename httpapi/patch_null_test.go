@@ -17,7 +17,7 @@ func (e *env) nullRefused(r resp, field string) {
 	}
 }
 
-// sameJSON asserts two answers' values of key are equal.
+// sameJSON asserts got and want are the same JSON (what names them).
 func sameJSON(t *testing.T, what string, got, want any) {
 	t.Helper()
 	g, _ := json.Marshal(got)
@@ -98,8 +98,7 @@ func TestAgentNumberPatchNull(t *testing.T) {
 	e.runAgent(e.pairPhone(a.apiKey, "agent-a"), "agent-a", []string{waNumber}, []string{imHandle}, false)
 	for _, path := range []string{"/whatsapp/numbers/" + e.numberID(a.apiKey, "whatsapp", waNumber), "/imessage/handles/" + e.numberID(a.apiKey, "imessage", imHandle)} {
 		patch := func(body map[string]any) resp {
-			r := e.do(call{method: "PATCH", path: path, token: a.apiKey, body: body})
-			return r
+			return e.do(call{method: "PATCH", path: path, token: a.apiKey, body: body})
 		}
 		def := patch(map[string]any{})
 		e.want(def, http.StatusOK, "")
