@@ -89,7 +89,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered the client
 	}
 	ws.SetReadLimit(proto.MaxFrameBytes)
-	c = newConn(h, ws, hijacked(sw), dev, token)
+	sock := hijacked(sw)
+	if err := setSendBuffer(sock, h.cfg.SendBuffer); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		h.log.Warn("phone link: the socket's send buffer was not bounded", "err", err)
+	}
+	c = newConn(h, ws, sock, dev, token)
 	h.mu.Lock()
 	if h.draining {
 		h.mu.Unlock()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -419,4 +420,32 @@ func frameSize(p []byte) int64 {
 		header += 4 // masked
 	}
 	return header + size
+}
+
+// setSendBuffer sets the kernel send buffer (SO_SNDBUF) of the socket under
+// sock, which also ends the kernel's autotuning of it: through the TCP
+// connection's own SetWriteBuffer, or, under a wrapper (the listener's
+// count of connections per address, linkIO, TLS), on the socket's
+// descriptor. errors.ErrUnsupported: sock has no socket to reach.
+func setSendBuffer(sock net.Conn, size int) error {
+	for {
+		switch c := sock.(type) {
+		case nil:
+			return errors.ErrUnsupported
+		case *linkIO:
+			return setSendBufferRaw(c.raw, size)
+		case interface{ SetWriteBuffer(int) error }:
+			return c.SetWriteBuffer(size)
+		case syscall.Conn:
+			raw, err := c.SyscallConn()
+			if err != nil {
+				return err
+			}
+			return setSendBufferRaw(raw, size)
+		case interface{ NetConn() net.Conn }: // *tls.Conn
+			sock = c.NetConn()
+		default:
+			return errors.ErrUnsupported
+		}
+	}
 }

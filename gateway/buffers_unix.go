@@ -2,7 +2,10 @@
 
 package gateway
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // rawReads says that linkIO can read a socket's descriptor itself.
 const rawReads = true
@@ -27,4 +30,18 @@ func peekRaw(fd uintptr, p []byte) (int, error) {
 			return n, err
 		}
 	}
+}
+
+// setSendBufferRaw sets the socket's SO_SNDBUF, as (*net.TCPConn).SetWriteBuffer does.
+func setSendBufferRaw(raw syscall.RawConn, size int) error {
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, size)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return os.NewSyscallError("setsockopt", serr)
+	}
+	return nil
 }

@@ -35,6 +35,23 @@ const (
 	// own sends are not counted: they are bounded by what it sent.
 	DefaultFrameRate  = 50
 	DefaultFrameBurst = 200
+	// DefaultSendBuffer is the kernel send buffer (SO_SNDBUF) each link's
+	// socket asks for, so that a phone that stops reading pins a known part
+	// of the server's kernel memory until its write deadline or its queue's
+	// overflow ends the link: Linux doubles the size asked for (room for its
+	// own bookkeeping), 256 KiB, where its autotuning grows a socket's
+	// buffer up to net.ipv4.tcp_wmem's maximum (4 MiB by default) behind a
+	// phone that reads nothing. Thousands of such phones would hold
+	// gigabytes of the tcp_mem that every connection of the host shares.
+	//
+	// A healthy phone never waits on it: the bytes a link has in flight are
+	// bounded by its window of un-acked sends (16, about 7 KB for a long
+	// SMS: 112 KB), which fits, as does the largest frame (64 KiB) whole.
+	// On 4G at a 100 ms round trip 128 KiB passes about 1.3 MB/s (10
+	// Mbit/s), where a link carries a few KB a second. It is below the
+	// 208 KiB to which a stock kernel (net.core.wmem_max) cuts a request.
+	// The HTTP API's own connections (downloads, exports) keep autotuning.
+	DefaultSendBuffer = 128 << 10
 )
 
 // Config tunes the hub.
@@ -52,6 +69,9 @@ type Config struct {
 	MaxInflight  int
 	FrameRate    float64 // unasked frames per second a phone may send on average
 	FrameBurst   int
+	// SendBuffer is the kernel send buffer (SO_SNDBUF) a link's socket asks
+	// for, which also ends the kernel's autotuning of it.
+	SendBuffer int
 	// JobLife is the longest a job handed to a phone may stay queued
 	// (sms.MaxQueuedLife): how long the hub remembers a device's links
 	// after they end (forget.go).
@@ -68,6 +88,7 @@ func (c *Config) defaults() {
 	orDefault(&c.MaxInflight, DefaultMaxInflight)
 	orDefault(&c.FrameRate, DefaultFrameRate)
 	orDefault(&c.FrameBurst, DefaultFrameBurst)
+	orDefault(&c.SendBuffer, DefaultSendBuffer)
 	orDefault(&c.JobLife, sms.MaxQueuedLife(sms.DefaultMessageTTL))
 }
 

@@ -240,12 +240,12 @@ func queuedBytes(h *Hub, fingerprint string) (n int, open bool) {
 
 // A phone that never reads is closed (4008) once the frames waiting for it
 // reach the byte bound, long before the frame count would stop them. The
-// socket's buffers are small (tinySendBuffers): what the phone reads before
+// socket's buffers are small (tinySendBuffer): what the phone reads before
 // its close is then the queue and a few KB, not megabytes.
 func TestQueueIsBoundedInBytes(t *testing.T) {
 	t.Parallel()
 	const bound = 16 << 10
-	r := newRigServed(t, Config{QueueLen: 100000, QueueBytes: bound}, time.Now, storetest.Options{}, tinySendBuffers)
+	r := newRigServed(t, Config{QueueLen: 100000, QueueBytes: bound, SendBuffer: tinySendBuffer}, time.Now, storetest.Options{}, nil)
 	ws, _, err := r.dial(r.pair("stuck"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)

@@ -293,26 +293,15 @@ func tinyReceiveBuffer() *http.Client {
 	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 }
 
-// tinySendBuffers is a rig's listener (newRigServed) whose connections get
-// small socket send buffers: what the server's kernel holds for a phone
-// that stopped reading, ahead of the hub's own queue, is then a few KB.
-// Left to itself, Linux grows a connection's send buffer up to
-// net.ipv4.tcp_wmem's maximum (4 MiB by default): behind a phone that read
-// nothing it held up to 2.2 MB, some 24,000 small frames, that a test then
-// had to read before the close frame.
-func tinySendBuffers(l net.Listener) net.Listener { return sendBufferListener{l} }
-
-type sendBufferListener struct{ net.Listener }
-
-func (l sendBufferListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		// Refused, the buffer stays as the kernel has it: the test only
-		// reads a longer backlog.
-		_ = tc.SetWriteBuffer(4096)
-	}
-	return c, err
-}
+// tinySendBuffer is a link's socket send buffer (Config.SendBuffer) for
+// tests whose phone stops reading: what the server's kernel holds for it,
+// ahead of the hub's own queue, is then a few KB (Linux doubles it), and a
+// frame larger than that stalls the link's writer (stallWriter). At the
+// default (DefaultSendBuffer, 256 KiB in the kernel) the phone would read
+// that much first; left to the kernel's autotuning, as before the hub set
+// it, the backlog behind a phone that read nothing grew to 2.2 MB, some
+// 24,000 small frames, that a test then had to read before the close frame.
+const tinySendBuffer = 4096
 
 func devicePatchStatus(status string) device.Patch { return device.Patch{Status: &status} }
 

@@ -189,7 +189,7 @@ func TestFloodIsClosed(t *testing.T) {
 }
 
 // stallWriter queues for the device's link a frame larger than what the
-// socket's buffers hold (tinySendBuffers and tinyReceiveBuffer: about
+// socket's buffers hold (tinySendBuffer and tinyReceiveBuffer: about
 // 13 KB) and waits until the link's writer took it: from then on, until
 // the phone reads, the writer is stuck in the middle of that frame, and
 // every frame after it, a close frame too, waits behind it.
@@ -207,7 +207,7 @@ func stallWriter(t *testing.T, r *rig, fingerprint string) {
 
 func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 	t.Parallel()
-	r := newRigServed(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6}, time.Now, storetest.Options{}, tinySendBuffers)
+	r := newRigServed(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6, SendBuffer: tinySendBuffer}, time.Now, storetest.Options{}, nil)
 	slow, _, err := r.dial(r.pair("slow"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +249,7 @@ func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 // connection's end, an abnormal closure (PROTOCOL.md section 6).
 func TestSlowReaderReadingTooLateSeesNoCloseFrame(t *testing.T) {
 	t.Parallel()
-	r := newRigServed(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6}, time.Now, storetest.Options{}, tinySendBuffers)
+	r := newRigServed(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6, SendBuffer: tinySendBuffer}, time.Now, storetest.Options{}, nil)
 	slow, _, err := r.dial(r.pair("slow"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func readToEnd(t *testing.T, ws *websocket.Conn) error {
 // (PROTOCOL.md section 6).
 func TestStuckWriteEndsTheLink(t *testing.T) {
 	t.Parallel()
-	r := newRigServed(t, Config{WriteTimeout: 200 * time.Millisecond}, time.Now, storetest.Options{}, tinySendBuffers)
+	r := newRigServed(t, Config{WriteTimeout: 200 * time.Millisecond, SendBuffer: tinySendBuffer}, time.Now, storetest.Options{}, nil)
 	stuck, _, err := r.dial(r.pair("stuck"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)

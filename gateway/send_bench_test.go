@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
+	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/poll"
 	"github.com/simrelay/simrelay/sms"
 )
@@ -120,4 +123,43 @@ func processCPUTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkLinkThroughput is a healthy phone reading as fast as it can
+// while its link writes frames the size of a long SMS's send (7 KB) and
+// near the largest (60 KB), over a real WebSocket on loopback: what the
+// link's socket send buffer (Config.SendBuffer) lets through where the
+// round trip costs nothing. The frames are queued ahead of the writer, up
+// to 4 MiB at a time.
+//
+//	go test -run '^$' -bench LinkThroughput -benchtime 2000x ./gateway/
+func BenchmarkLinkThroughput(b *testing.B) {
+	for _, size := range []int{7000, 60000} {
+		b.Run(strconv.Itoa(size), func(b *testing.B) {
+			r := newRig(b, Config{QueueLen: 1 << 20, QueueBytes: 1 << 30})
+			ws := r.connect(r.pair("pixel-1"))
+			ws.SetReadLimit(1 << 20)
+			c := r.hub.lookup("pixel-1")
+			frame := proto.Config{SelectedSIM: "SIM1", DeviceName: strings.Repeat("s", size), Status: "active"}
+			data, _ := proto.Encode(frame)
+			b.SetBytes(int64(len(data)))
+			p := &benchPhone{ws: ws, buf: make([]byte, 0, 64<<10)}
+			stuck := time.AfterFunc(time.Minute, func() { ws.CloseNow() })
+			defer stuck.Stop()
+			b.ResetTimer()
+			go func() {
+				for range b.N {
+					for q, open := queuedBytes(r.hub, "pixel-1"); open && q > 4<<20; q, open = queuedBytes(r.hub, "pixel-1") {
+						time.Sleep(100 * time.Microsecond)
+					}
+					if !c.send(frame) {
+						return
+					}
+				}
+			}()
+			for range b.N {
+				p.read(b)
+			}
+		})
+	}
 }
