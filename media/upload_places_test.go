@@ -195,3 +195,43 @@ func TestArrivingPlacesKeptForCompaniesWithNone(t *testing.T) {
 		t.Fatalf("arriving places held once the upload given the yielded one was stored: %d, want 3", n)
 	}
 }
+
+// With every place held one a company, an upload of a company holding
+// none waits until a place has been held half of ChunkTimeout
+// (uploadYield), then takes it, though nothing else changed meanwhile: it
+// is woken at that time, not refused at ChunkTimeout for want of a wake.
+func TestUploadOfACompanyWithNoneWaitsForAPlaceToYield(t *testing.T) {
+	t.Parallel()
+	s, devs := companiesService(t, Config{Spools: 2, ChunkTimeout: time.Second}, 1, 1, 1)
+	held := []*slowUpload{startUpload(t, s, devs[0][0], "wa:a/0"), startUpload(t, s, devs[1][0], "wa:b/0")}
+	done := make(chan error, 1)
+	go func() { _, _, err := s.Put(context.Background(), devs[2][0], hello("wa:c/0")); done <- err }()
+	var yielded *slowUpload
+	poll.Until(t, "an upload yields its place", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for sp := range s.spools {
+			if sp.yielded.Load() {
+				for i, u := range held {
+					if devs[i][0].CompanyID == sp.company {
+						yielded = u
+					}
+				}
+				return yielded != nil
+			}
+		}
+		return false
+	})
+	go yielded.body.Write([]byte("more")) // its next read
+	select {
+	case err := <-yielded.done:
+		if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != busyRetrySeconds {
+			t.Fatalf("the upload that yielded its place: %v, want 429 rate_limited with Retry-After", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload that yielded its place not answered within 10 s of its next read")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("an upload of a company holding none, each place held by one of another company: %v, want it stored in the yielded place", err)
+	}
+}
