@@ -64,15 +64,9 @@ func (c *conn) hello() bool {
 	if err == nil && h.agents != nil && (announces || hello.Jobs != nil) {
 		agent, err = h.agents.CheckAnnounce(context.Background(), c.dev, *hello)
 	}
-	if errors.Is(err, store.ErrDeviceGone) {
-		// The store's word (the read of the device's company, store
-		// DeviceCompany) that the device was deleted, or its company is
-		// closing or removed, since the upgrade: the device is gone, as
-		// the hello's write below would find it. Any other error,
-		// store.ErrNotFound of another record included, is a fault.
-		c.closeWith(proto.CloseDeviceGone, "device deleted")
-		return false
-	}
+	// store.ErrDeviceGone here is the read of the device's company (store
+	// DeviceCompany): the device deleted, or its company closing or
+	// removed, since the upgrade, as the hello's write below would find it.
 	if err != nil {
 		c.refuseHello(err, "check hello numbers")
 		return false
@@ -88,9 +82,6 @@ func (c *conn) hello() bool {
 	// error, store.ErrNotFound of another record included, is a fault.
 	dev, err := h.devices.Hello(context.Background(), c.dev, checked)
 	switch {
-	case errors.Is(err, store.ErrDeviceGone):
-		c.closeWith(proto.CloseDeviceGone, "device deleted")
-		return false
 	case errors.Is(err, device.ErrTokenRevoked):
 		c.closeWith(proto.CloseBadToken, "token revoked")
 		return false
@@ -111,14 +102,10 @@ func (c *conn) hello() bool {
 	// it holds any (store.Device.NoNumbers), so the hello of an SMS phone
 	// that holds none makes no agent write.
 	if announces || (h.agents != nil && !dev.NoNumbers) {
+		// store.ErrDeviceGone here: deleted, or its company marked closing,
+		// since the device write above (store AnnounceAgentNumbers reads it
+		// in the numbers' write), and nothing of the numbers was stored.
 		ids, err := h.agents.Announce(context.Background(), dev, agent)
-		if errors.Is(err, store.ErrDeviceGone) {
-			// Deleted, or its company marked closing, since the device
-			// write above (store AnnounceAgentNumbers reads it in the
-			// numbers' write): nothing of the numbers was stored.
-			c.closeWith(proto.CloseDeviceGone, "device deleted")
-			return false
-		}
 		if err != nil {
 			c.refuseHello(err, "store hello numbers")
 			return false
@@ -220,10 +207,16 @@ func notFound(err error) bool {
 	return errors.Is(err, store.ErrNotFound) || problem.Is(err, problem.NotFound)
 }
 
-// refuseHello ends the link at a hello that err refuses: a problem of the
-// hello's content closes it as invalid_hello naming the hello's field, and
-// any other error is a store fault of doing.
+// refuseHello ends the link at a hello that err refuses: the store's word
+// that the device is gone (store.ErrDeviceGone, and only it) closes it
+// 4503, a problem of the hello's content as invalid_hello naming the
+// hello's field, and any other error, store.ErrNotFound of another record
+// included, is a store fault of doing.
 func (c *conn) refuseHello(err error, doing string) {
+	if errors.Is(err, store.ErrDeviceGone) {
+		c.closeWith(proto.CloseDeviceGone, "device deleted")
+		return
+	}
 	if pe, ok := problem.As(err); ok {
 		c.fail(proto.CloseProtocolError, "invalid_hello", pe.Refield("hello."+pe.Field).Message)
 		return

@@ -509,13 +509,8 @@ func (s *Service) arrive(ctx context.Context, companyID uint64, cut func()) (*sp
 		case <-got:
 		case <-turned:
 		case <-wait.C:
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if c != nil {
-				if c.place != nil {
-					return c.place, nil
-				}
-				c.abandoned = true
+			if sp := s.abandon(c); sp != nil {
+				return sp, nil
 			}
 			if free > 0 {
 				return nil, &problem.Error{Code: problem.RateLimited, RetryAfter: busyRetrySeconds,
@@ -524,17 +519,27 @@ func (s *Service) arrive(ctx context.Context, companyID uint64, cut func()) (*sp
 			}
 			return nil, busy(fmt.Sprintf("The server has %s arriving", problem.Count(s.cfg.Spools, "upload")))
 		case <-ctx.Done():
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if c != nil {
-				if c.place != nil {
-					return c.place, nil
-				}
-				c.abandoned = true
+			if sp := s.abandon(c); sp != nil {
+				return sp, nil
 			}
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// abandon ends the wait of c (nil: arrive claimed no place) and returns
+// the place it was given meanwhile, nil when none came: then the place
+// promised goes to no one when its upload ends (arrived).
+func (s *Service) abandon(c *claim) *spool {
+	if c == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.place == nil {
+		c.abandoned = true
+	}
+	return c.place
 }
 
 // victim is the arriving upload that yields its place to a waiting upload

@@ -195,3 +195,94 @@ func TestArrivingPlacesKeptForCompaniesWithNone(t *testing.T) {
 		t.Fatalf("arriving places held once the upload given the yielded one was stored: %d, want 3", n)
 	}
 }
+
+// With every place held one a company, an upload of a company holding
+// none waits until a place has been held half of ChunkTimeout
+// (uploadYield), then takes it, though nothing else changed meanwhile: it
+// is woken at that time, not refused at ChunkTimeout for want of a wake.
+func TestUploadOfACompanyWithNoneWaitsForAPlaceToYield(t *testing.T) {
+	t.Parallel()
+	s, devs := companiesService(t, Config{Spools: 2, ChunkTimeout: time.Second}, 1, 1, 1)
+	held := []*slowUpload{startUpload(t, s, devs[0][0], "wa:a/0"), startUpload(t, s, devs[1][0], "wa:b/0")}
+	done := make(chan error, 1)
+	go func() { _, _, err := s.Put(context.Background(), devs[2][0], hello("wa:c/0")); done <- err }()
+	var yielded *slowUpload
+	poll.Until(t, "an upload yields its place", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for sp := range s.spools {
+			if sp.yielded.Load() {
+				for i, u := range held {
+					if devs[i][0].CompanyID == sp.company {
+						yielded = u
+					}
+				}
+				return yielded != nil
+			}
+		}
+		return false
+	})
+	go yielded.body.Write([]byte("more")) // its next read
+	select {
+	case err := <-yielded.done:
+		if pe, ok := problem.As(err); !ok || pe.Code != problem.RateLimited || pe.RetryAfter != busyRetrySeconds {
+			t.Fatalf("the upload that yielded its place: %v, want 429 rate_limited with Retry-After", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload that yielded its place not answered within 10 s of its next read")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("an upload of a company holding none, each place held by one of another company: %v, want it stored in the yielded place", err)
+	}
+}
+
+// An upload promised a yielded place whose client goes before the place
+// came takes none: the place is free once the upload that yielded it
+// ends, not held for the upload that left.
+func TestAYieldedPlaceOfAnUploadGoneIsFreed(t *testing.T) {
+	t.Parallel()
+	s, devs := companiesService(t, Config{Spools: 2, SpoolsKept: -1, ChunkTimeout: 10 * time.Second}, 2, 1)
+	held := []*slowUpload{startUpload(t, s, devs[0][0], "wa:a/0"), startUpload(t, s, devs[0][1], "wa:a/1")}
+	// startUpload returns as the pipe hands over the first bytes, before
+	// the read that took them looks whether its place was yielded: each
+	// upload is to wait in its next read when the place is claimed.
+	poll.Until(t, "both uploads counted their first bytes", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := 0
+		for sp := range s.spools {
+			if sp.received.Load() == 1000 {
+				n++
+			}
+		}
+		return n == len(held)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, _, err := s.Put(ctx, devs[1][0], hello("wa:b/0")); done <- err }()
+	poll.Until(t, "an upload yields its place", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for sp := range s.spools {
+			if sp.yielded.Load() {
+				return true
+			}
+		}
+		return false
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiting upload whose client went: %v, want context.Canceled", err)
+	}
+	for _, u := range held {
+		go u.body.Write([]byte("more")) // the next read of each: the one that yielded ends
+	}
+	poll.Until(t, "the yielded place freed", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.spools) == 1 && s.spooling[devs[1][0].CompanyID] == 0
+	})
+	if _, _, err := s.Put(context.Background(), devs[1][0], hello("wa:b/1")); err != nil {
+		t.Fatalf("the company's upload once the yielded place was freed: %v, want it stored", err)
+	}
+}

@@ -29,7 +29,7 @@ func TestVirtualPhoneTokenFileFIFO(t *testing.T) {
 		exit int
 	}{
 		{nil, 2}, // nothing to pair with: the file is all there is
-		{[]string{"--api-key", "sk_" + strings.Repeat("a", 32)}, 1}, // could pair, but not write the FIFO over
+		{[]string{"--api-key", "sk_" + strings.Repeat("a", 32)}, 1}, // could pair, but reads the file first and stops there
 	} {
 		code := make(chan int, 1)
 		stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}

@@ -294,9 +294,7 @@ func (s *Store) UpdateDeviceWith(companyID, deviceID uint64, fn func(d *Device) 
 		if err != nil {
 			return Device{}, err
 		}
-		if err := companyOpen(tx, companyID); errors.Is(err, ErrNotFound) {
-			return Device{}, ErrDeviceGone
-		} else if err != nil {
+		if err := devicesCompanyOpen(tx, companyID); err != nil {
 			return Device{}, err
 		}
 		if !d.NoNumbers {

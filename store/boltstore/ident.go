@@ -117,12 +117,22 @@ func liveDeviceRefOfOpenCompany(tx *bolt.Tx, companyID, deviceID uint64) (liveRe
 	if err != nil {
 		return r, err
 	}
-	if err := companyOpen(tx, companyID); errors.Is(err, ErrNotFound) {
-		return liveRef{}, ErrDeviceGone
-	} else if err != nil {
+	if err := devicesCompanyOpen(tx, companyID); err != nil {
 		return liveRef{}, err
 	}
 	return r, nil
+}
+
+// devicesCompanyOpen is companyOpen for a write of a live device's: a
+// company closing or not stored is ErrDeviceGone, the store's word that
+// the device is gone.
+func devicesCompanyOpen(tx *bolt.Tx, companyID uint64) error {
+	if err := companyOpen(tx, companyID); errors.Is(err, ErrNotFound) {
+		return ErrDeviceGone
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // walkPrefix calls fn with each key under prefix, in order, until fn says stop.
