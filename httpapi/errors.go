@@ -165,7 +165,8 @@ func bodyError(err error) error {
 }
 
 // bind decodes the JSON body into v. Unknown fields are ignored; an empty,
-// malformed or trailing-garbage body is invalid_json, a wrong type, a key
+// malformed or trailing-garbage body, or one that is no object, is
+// invalid_json, a wrong type, a key
 // given twice in an object with different values (in any case, as the
 // decoding matches a field) or a string holding U+0000 names the field at
 // fault, a charset other than
@@ -207,6 +208,11 @@ func decodeJSON(data []byte, v any) error {
 		}
 	}
 	if err == nil {
+		// A body of null decodes into a struct as nothing at all: a
+		// change that changed nothing, answered 200. It is no object.
+		if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == 'n' {
+			return problem.New(problem.InvalidJSON, "The request body must be a JSON object.")
+		}
 		if field, ok := repeatedKey(data, true); ok {
 			return problem.Invalid(field, repeatedKeyPredicate)
 		}

@@ -22,6 +22,8 @@ func TestErrorBodies(t *testing.T) {
 		{"body over 1 MiB", call{method: "PATCH", path: "/company", token: c.apiKey, body: big}, 413, "payload_too_large"},
 		{"malformed JSON", call{method: "PATCH", path: "/company", token: c.apiKey, body: `{"name":`}, 400, "invalid_json"},
 		{"array instead of object", call{method: "PATCH", path: "/company", token: c.apiKey, body: `[1,2]`}, 400, "invalid_json"},
+		{"null instead of object", call{method: "PATCH", path: "/company", token: c.apiKey, body: ` null `}, 400, "invalid_json"},
+		{"null send", call{method: "POST", path: "/chat/send", token: c.apiKey, body: `null`}, 400, "invalid_json"},
 		{"wrong type", call{method: "PATCH", path: "/company", token: c.apiKey, body: `{"name": 5}`}, 400, "validation_failed"},
 		{"no credential", call{method: "GET", path: "/company"}, 401, "unauthorized"},
 		{"bad user id", call{method: "PATCH", path: "/users/abc", token: c.apiKey, body: `{}`}, 404, "not_found"},
