@@ -12,6 +12,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,7 +157,11 @@ func OpenWith(t testing.TB, opt Options) store.Backend {
 		}
 		st = pg
 	} else {
-		b, err := boltstore.Open(t.TempDir(), boltstore.Options{CompanyDailyStorage: opt.CompanyDailyStorage, BulkLoad: !opt.Durable, SyncDelay: opt.SyncDelay})
+		dir := t.TempDir()
+		if err := newBoltFile(dir); err != nil {
+			t.Fatal(err)
+		}
+		b, err := boltstore.Open(dir, boltstore.Options{CompanyDailyStorage: opt.CompanyDailyStorage, BulkLoad: !opt.Durable, SyncDelay: opt.SyncDelay})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,6 +174,37 @@ func OpenWith(t testing.TB, opt Options) store.Backend {
 	})
 	return st
 }
+
+// newBoltFile writes into dir a copy of a new, empty store's data file
+// (64 KiB), which boltstore.Open then finds at this build's schema. A new
+// file's migration creates every bucket and commits them, the largest part
+// of opening a store: under -race, httpapi's set-up of a server, a company
+// and a phone took 36 ms of CPU with it and 33 ms with the copy. The copy
+// is the file that migration wrote, made once a test binary.
+func newBoltFile(dir string) error {
+	b, err := emptyBoltFile()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, boltstore.FileName), b, 0o600)
+}
+
+// emptyBoltFile is the data file of a store opened new and closed.
+var emptyBoltFile = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "storetest-bolt-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	s, err := boltstore.Open(dir, boltstore.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("storetest: a new bbolt store: %w", err)
+	}
+	if err := s.Close(); err != nil {
+		return nil, fmt.Errorf("storetest: close a new bbolt store: %w", err)
+	}
+	return os.ReadFile(filepath.Join(dir, boltstore.FileName))
+})
 
 // migrated is a new database with the store's schema: a copy of one the
 // test binary migrated once.
