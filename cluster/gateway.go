@@ -106,7 +106,7 @@ type LinkStore interface {
 	ClaimLink(deviceID uint64, node string) (uint64, error)
 	LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error)
 	// GoneDevices answers, of the devices given, those deleted (true) or
-	// disabled (false).
+	// disabled (false); one without a row (its company removed) is deleted.
 	GoneDevices(deviceIDs []uint64) (map[uint64]bool, error)
 	EndLink(deviceID, epoch uint64) error
 	LinkedSince(deviceID uint64, live time.Duration) (time.Time, bool, error)

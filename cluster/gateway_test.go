@@ -530,3 +530,49 @@ func TestPairedAgainInheritsNothingTakenOver(t *testing.T) {
 		t.Errorf("the new device taken over: offline since %v, want since its own take (%v)", since, clock.Now())
 	}
 }
+
+// A company removed beside the node (simrelay admin delete-company, or an
+// owner's closing on another node whose disconnects the bus lost) takes
+// its devices' rows with it: the sweep closes their links here as
+// deleted (4503), as it does a device deleted alone. Before, it read a
+// device without a row as neither deleted nor disabled and left its link
+// up, the phone linked to a company that no longer was, until it dropped
+// the link itself.
+func TestSweepClosesTheLinksOfARemovedCompany(t *testing.T) {
+	t.Parallel()
+	const live = 10 * time.Second
+	st, g, _ := gatewayOnNodes(t, live, 0, "a", "b")
+	hub := &linksHub{Hub: g.hub, gone: map[string]string{}}
+	kept, _ := conformance.Company(t, st)
+	removed, _ := conformance.Company(t, st)
+	for _, d := range []store.Device{conformance.Device(t, st, kept.ID, "of-a-company-kept"), conformance.Device(t, st, removed.ID, "of-a-company-removed")} {
+		e, err := g.Claim(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hub.links = append(hub.links, gateway.Link{Fingerprint: d.Fingerprint, DeviceID: d.ID, Epoch: e})
+	}
+	g.hub = hub
+	if _, err := st.MarkCompanyClosing(removed.ID, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for step := 0; ; step++ {
+		r, err := st.RemoveCompanyStep(removed.ID, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Done {
+			break
+		}
+		if step == 100 {
+			t.Fatal("the company is not removed after 100 steps")
+		}
+	}
+	g.sweep()
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	want := map[string]string{"of-a-company-removed": "4503 device deleted"}
+	if fmt.Sprint(hub.gone) != fmt.Sprint(want) {
+		t.Errorf("the sweep closed %v, want %v", hub.gone, want)
+	}
+}

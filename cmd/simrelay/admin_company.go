@@ -48,27 +48,38 @@ func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 		return err
 	}
 	defer st.Close()
-	c, err := st.Company(*company)
+	return deleteCompany(ctx, st, *company, *confirm, *expired, stdout)
+}
+
+// deleteCompany removes the company named by id and confirm from st, as
+// admin delete-company says. Its clock is the database server's on
+// PostgreSQL (backendClock), by which the nodes stamp a checkout's claim
+// and its end: on a machine whose clock is off, the command would
+// otherwise take a checkout still being opened for a lapsed one (its
+// clock ahead) and remove a company whose checkout can then be paid.
+func deleteCompany(ctx context.Context, st backend, company uint64, confirm, expired string, stdout io.Writer) error {
+	clock := backendClock(st)
+	c, err := st.Company(company)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("no company %d", *company)
+		return fmt.Errorf("no company %d", company)
 	}
 	if err != nil {
 		return err
 	}
-	if c.Name != *confirm {
-		return usageError{fmt.Errorf("--confirm %q is not the name of company %d, which is %q: nothing was removed", *confirm, c.ID, c.Name)}
+	if c.Name != confirm {
+		return usageError{fmt.Errorf("--confirm %q is not the name of company %d, which is %q: nothing was removed", confirm, c.ID, c.Name)}
 	}
 	// The look at the subscription and the closing mark are one
 	// transaction: a checkout claimed after it is refused by the store.
-	if _, err := st.MarkCompanyClosing(c.ID, time.Now(), func(c store.Company, sub store.Subscription, found bool) error {
-		now := time.Now()
+	if _, err := st.MarkCompanyClosing(c.ID, clock(), func(c store.Company, sub store.Subscription, found bool) error {
+		now := clock()
 		co := sub.Checkout
 		switch store.RemovalBlocked(sub, found, now) {
 		case store.RemovalSubscription:
 			return refusal{fmt.Errorf("company %d pays through the Stripe subscription %s, which is %s, not canceled: cancel it in Stripe first (docs/billing.md), and run the command once Stripe's event has reached the server; nothing was removed",
 				c.ID, sub.ProviderSubID, orNone(sub.Status))}
 		case store.RemovalCheckoutPayable:
-			switch *expired {
+			switch expired {
 			case co.SessionID:
 				if store.CheckoutClaimHeld(co, now) {
 					return checkoutOpening(c.ID)
@@ -78,7 +89,7 @@ func adminDeleteCompany(ctx context.Context, args []string, stdout, stderr io.Wr
 					c.ID, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339), co.SessionID)}
 			default:
 				return refusal{fmt.Errorf("--expired-checkout %s is not the company's checkout, %s, which can be paid until %s: nothing was removed",
-					*expired, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339))}
+					expired, co.SessionID, co.ExpiresAt.UTC().Format(time.RFC3339))}
 			}
 		case store.RemovalCheckoutOpening:
 			return checkoutOpening(c.ID)

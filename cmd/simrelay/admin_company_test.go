@@ -211,3 +211,43 @@ func stoppedBeforeAStep(t *testing.T, st testStore, id, name string) {
 		t.Fatalf("delete-company stopped: exit %d %q, want 1 and how to finish", code, errb.String())
 	}
 }
+
+// behindDB is a database whose server's clock is an hour behind this
+// machine's: this machine's clock is the one that is off.
+type behindDB struct{ store.Backend }
+
+func (behindDB) DatabaseTime() (time.Time, error) { return time.Now().Add(-time.Hour), nil }
+
+// delete-company times a checkout's claim and its end by the database
+// server's clock, by which the nodes stamp them: run from a machine whose
+// clock is an hour ahead, it still refuses a company whose checkout a
+// subscribe began opening a moment ago, and one whose checkout can be paid
+// for another half hour. Before, it took the claim for lapsed and the
+// checkout for expired, and removed the company.
+func TestAdminDeleteCompanyUsesTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	st := newTestStore(t)
+	b := openTestBackend(t, st)
+	defer b.Close()
+	dbNow := time.Now().Add(-time.Hour)
+	claimed := filledWith(t, b, func(sub *store.Subscription) {
+		sub.Checkout = &store.Checkout{Claim: "claim-of-a-subscribe", ClaimedAt: dbNow}
+	})
+	payable := filledWith(t, b, func(sub *store.Subscription) {
+		sub.Checkout = &store.Checkout{SessionID: "cs_test_open", URL: "https://checkout.stripe.com/c/pay/cs_test_open", PlanID: "pro", ExpiresAt: dbNow.Add(30 * time.Minute)}
+	})
+	for _, c := range []struct {
+		f    conformance.Filled
+		want string
+	}{
+		{claimed, "a Stripe checkout is being opened"},
+		{payable, "Stripe Checkout Session cs_test_open, which can be paid until"},
+	} {
+		var out bytes.Buffer
+		err := deleteCompany(context.Background(), behindDB{b}, c.f.Company.ID, c.f.Company.Name, "", &out)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was removed") {
+			t.Errorf("company %d: %v (%q), want %q, nothing removed", c.f.Company.ID, err, out.String(), c.want)
+		}
+		conformance.CheckKept(t, b, c.f)
+	}
+}

@@ -19,7 +19,8 @@ const copyStoreUsage = "Usage: simrelay admin copy-store --to postgres://USER:PA
 	"Copies the embedded store in --data-dir (its server stopped) into an empty PostgreSQL\n" +
 	"database, in one transaction, keeping every id; then prints how many records of each\n" +
 	"kind both sides hold, and fails when they differ. A database that holds a company is\n" +
-	"refused, and so is a store holding a kind of record this build cannot copy.\n\n"
+	"refused, and so is one a node runs on (stop every node first) and a store holding a\n" +
+	"kind of record this build cannot copy.\n\n"
 
 // adminCopyStore is simrelay admin copy-store (contract section 12).
 func adminCopyStore(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -281,3 +281,94 @@ func TestBenchRefusesADatabaseWithACompany(t *testing.T) {
 		t.Fatalf("%d companies after the refused bench, want 1", n)
 	}
 }
+
+// copyFixture is an embedded store with one company, made by admin
+// create-company, and an empty PostgreSQL database of its own.
+func copyFixture(t *testing.T) (dir, url string) {
+	t.Helper()
+	dir = t.TempDir()
+	if code, _, errOut := runAdmin(t, "create-company", "--data-dir", dir, "--company", "Acme", "--email", "ana@acme.example", "--password", "Secret123"); code != 0 {
+		t.Fatalf("create-company: exit %d: %s", code, errOut)
+	}
+	return dir, pgtest.URL(t)
+}
+
+// A copy into a database on which a node runs is refused, naming it, and
+// writes nothing: the node holds the database's secrets in memory, which
+// the copy replaces with the embedded store's, so the keys it signs and
+// seals with would no longer be the others'. Once the node has stopped,
+// the copy goes through.
+func TestCopyStoreRefusesALiveNode(t *testing.T) {
+	t.Parallel()
+	dir, url := copyFixture(t)
+	pg, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if err := pg.RegisterNode(postgres.Node{Name: "web1", Bus: true, Instance: "a"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	jwt, err := pg.Secret("api-key-seal", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAdmin(t, "copy-store", "--data-dir", dir, "--to", url)
+	if code != 1 || !strings.Contains(errOut, "web1") || !strings.Contains(errOut, "stop every node") || !strings.Contains(errOut, "nothing was copied") {
+		t.Errorf("a copy beside a live node: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if n := pgCompanies(t, url); n != 0 {
+		t.Errorf("%d companies after the refused copy, want 0", n)
+	}
+	if again, err := pg.Secret("api-key-seal", 32); err != nil || !bytes.Equal(again, jwt) {
+		t.Errorf("the live node's seal key was replaced by the refused copy (%v)", err)
+	}
+	if err := pg.LeaveNode("web1", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runAdmin(t, "copy-store", "--data-dir", dir, "--to", url); code != 0 {
+		t.Errorf("the copy once the node stopped: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+// A database a cluster's node was started on (and stopped) without ever
+// creating a company holds the secrets only a cluster makes (the bus's
+// cluster id, the settings digest's key) beside those a server makes. The
+// copy replaces them all with the embedded store's: its counts agree and
+// it exits 0, and the next node makes the cluster's own afresh.
+func TestCopyStoreOverAStoppedClusterNode(t *testing.T) {
+	t.Parallel()
+	dir, url := copyFixture(t)
+	pg, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	for name, size := range map[string]int{"api-key-seal": 32, "bus-cluster-id": 8, "settings-digest": 32} {
+		if _, err := pg.Secret(name, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pg.RegisterNode(postgres.Node{Name: "web1", Bus: true, Instance: "a"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.LeaveNode("web1", "a"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runAdmin(t, "copy-store", "--data-dir", dir, "--to", url)
+	if code != 0 || !strings.Contains(out, "Copied: every count agrees.") {
+		t.Fatalf("copy-store over a stopped cluster node: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	src, err := boltstore.Open(dir, boltstore.Options{}) // Secret writes a missing one: the store has this one
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := src.Secret("api-key-seal", 32)
+	src.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pg.Secret("api-key-seal", 32); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the API keys' seal on PostgreSQL is not the embedded store's (%v)", err)
+	}
+}

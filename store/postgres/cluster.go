@@ -219,7 +219,9 @@ func (s *Store) LinkEpochs(deviceIDs []uint64) (map[uint64]uint64, error) {
 
 // GoneDevices answers, of the devices given, those deleted (true) or
 // disabled (false): a link of one of them left open on a node that missed
-// the bus's disconnect is closed by that node's sweep.
+// the bus's disconnect is closed by that node's sweep. A device without a
+// row is deleted: its company was removed (RemoveCompanyStep deletes the
+// rows, where DeleteDevice keeps one marked deleted).
 func (s *Store) GoneDevices(deviceIDs []uint64) (map[uint64]bool, error) {
 	out := make(map[uint64]bool)
 	if len(deviceIDs) == 0 {
@@ -231,8 +233,9 @@ func (s *Store) GoneDevices(deviceIDs []uint64) (map[uint64]bool, error) {
 	}
 	err := s.read("gone devices", func(t *txn) error {
 		clear(out) // a retried read starts over
-		rows, err := t.query(`SELECT id, deleted_at IS NOT NULL FROM devices
-			WHERE id = ANY($1) AND (deleted_at IS NOT NULL OR rec->>'status' = $2)`, ids, store.DeviceDisabled)
+		rows, err := t.query(`SELECT x.id, d.id IS NULL OR d.deleted_at IS NOT NULL
+			FROM unnest($1::bigint[]) AS x(id) LEFT JOIN devices d ON d.id = x.id
+			WHERE d.id IS NULL OR d.deleted_at IS NOT NULL OR d.rec->>'status' = $2`, ids, store.DeviceDisabled)
 		if err != nil {
 			return err
 		}

@@ -7,9 +7,11 @@ package postgres
 // a company: a server started on the database meanwhile cannot create one
 // under the copy, and every other record hangs off a company, but for the
 // server's secrets, which a node makes at its start. Those the copy
-// overwrites with the source's: the source's API keys are sealed with its
-// secret, and the sessions it signed with its key, and a database without a
-// company has signed nothing.
+// replaces with the source's, all of them: the source's API keys are
+// sealed with its secret, and the sessions it signed with its key, and a
+// database without a company has signed nothing. So it refuses
+// (ErrNodesLive) while a node beats in the registry, which holds the
+// secrets it read in memory, as a rotation of them does (RotateSecrets).
 //
 // Records go in with their ids, by COPY in batches; the identity sequences
 // then move past the highest id the source ever handed out (its last ids,
@@ -38,6 +40,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -155,6 +158,15 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) (err err
 	if _, err := tx.Exec(ctx, "SET LOCAL idle_in_transaction_session_timeout = 0"); err != nil {
 		return err
 	}
+	// The copy replaces the server's secrets, as a rotation does
+	// (RotateSecrets): under the same advisory lock, taken before the
+	// companies' lock (an admin create-company holds it shared while it
+	// inserts its company), and never beside a live node, which holds the
+	// secrets it read at its start in memory and would go on signing and
+	// sealing with them.
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+		return err
+	}
 	if _, err := tx.Exec(ctx, "LOCK TABLE companies IN EXCLUSIVE MODE"); err != nil {
 		return err
 	}
@@ -165,6 +177,17 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) (err err
 	if held {
 		return store.ErrNotEmpty
 	}
+	rows, err := tx.Query(ctx, "SELECT name FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name", migrateLiveWithin)
+	if err != nil {
+		return err
+	}
+	live, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	if len(live) > 0 {
+		return fmt.Errorf("%w (%s): stop every node first, then copy (a node killed a moment ago counts for %d s after its last beat)", ErrNodesLive, strings.Join(live, ", "), migrateLiveWithin)
+	}
 	l := &loader{ctx: ctx, tx: tx, now: time.Now().UTC(), last: store.CopyLastIDs{}, ownBodies: map[uint64]int64{}}
 	put := func(r store.CopyRecord) error { return s.closed(l.put(r)) }
 	if err := dump(put); err != nil {
@@ -172,6 +195,9 @@ func (s *Store) load(dump func(put func(store.CopyRecord) error) error) (err err
 		return err
 	}
 	if err := l.flush(); err != nil {
+		return err
+	}
+	if err := l.dropOtherSecrets(); err != nil {
 		return err
 	}
 	if err := l.writeTurns(); err != nil {

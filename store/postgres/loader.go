@@ -53,6 +53,9 @@ type loader struct {
 	// ownBodies are, by company, the bytes of the pending deliveries that
 	// carry their own bodies, for the outbox counters.
 	ownBodies map[uint64]int64
+	// secrets are the names of the source's secrets, written as they come
+	// (dropOtherSecrets deletes the database's others).
+	secrets []string
 }
 
 // put adds one record to the load.
@@ -65,6 +68,7 @@ func (l *loader) put(r store.CopyRecord) error {
 	}
 	if sec, ok := r.(store.CopySecret); ok {
 		_, err := l.tx.Exec(l.ctx, "INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value", sec.Name, sec.Value)
+		l.secrets = append(l.secrets, sec.Name)
 		return err
 	}
 	table, cols, row, err := l.row(r)
@@ -186,4 +190,20 @@ func (l *loader) sumOutboxes() error {
 		}
 	}
 	return nil
+}
+
+// dropOtherSecrets deletes the secrets the source did not give: the
+// database's secrets become the source's, all of them. Those a server
+// made here before the copy go, the cluster's own among them (the bus's
+// cluster id, the settings digest's key), which the next node makes
+// afresh. So do the registry's rows (none is live: load checked): a node
+// silent past the window but not stopped finds its row gone at its next
+// beat and stops, rather than go on with the secrets replaced.
+func (l *loader) dropOtherSecrets() error {
+	names := append([]string{}, l.secrets...) // never nil: ALL(NULL) would keep them all
+	if _, err := l.tx.Exec(l.ctx, "DELETE FROM secrets WHERE name <> ALL($1)", names); err != nil {
+		return err
+	}
+	_, err := l.tx.Exec(l.ctx, "DELETE FROM cluster_nodes")
+	return err
 }
