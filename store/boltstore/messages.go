@@ -422,6 +422,9 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 		return nil, fmt.Errorf("store: pending of device %d of company %d: %w", deviceID, companyID, err)
 	}
 	if (len(stopped) > 0 || len(closed) > 0) && s.commit != nil {
+		// Copies for the commit's closure: capturing the variables
+		// themselves would put both on the heap for every read of a queue.
+		stopped, closed := stopped, closed
 		s.commit.submit(func(tx *bolt.Tx) error {
 			if err := s.failOptedOut(tx, stopped, now, moved); err != nil {
 				return err
