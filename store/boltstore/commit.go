@@ -45,9 +45,19 @@ type commitReq struct {
 	// folds, set instead of fn, is a message's status change: the changes
 	// of a batch that follow one another share a fold (fold.go), so a job's
 	// ack and the reports after it write its record once.
-	folds func(*bolt.Tx, *fold) error
+	folds folder
 	err   chan error
 }
+
+// folder is a status change that shares its batch's fold.
+type folder interface {
+	change(tx *bolt.Tx, f *fold) error
+}
+
+// foldFunc is a function as a folder.
+type foldFunc func(*bolt.Tx, *fold) error
+
+func (fn foldFunc) change(tx *bolt.Tx, f *fold) error { return fn(tx, f) }
 
 func newCommitter(db *bolt.DB, delay time.Duration, fileThere func() error, sp *space) *committer {
 	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), delay: delay, fileThere: fileThere, space: sp, done: make(chan struct{})}
@@ -72,7 +82,7 @@ func (c *committer) submit(fn func(*bolt.Tx) error) *commitReq {
 
 // submitFold is submit for a status change that shares the batch's fold.
 func (c *committer) submitFold(fn func(*bolt.Tx, *fold) error) *commitReq {
-	return c.queue(&commitReq{folds: fn, err: make(chan error, 1)})
+	return c.queue(&commitReq{folds: foldFunc(fn), err: make(chan error, 1)})
 }
 
 func (c *committer) queue(req *commitReq) *commitReq {
@@ -129,7 +139,7 @@ func (c *committer) run(batch []*commitReq) {
 			}
 			for i, r := range batch {
 				if r.folds != nil {
-					if err := r.folds(tx, &f); err != nil {
+					if err := r.folds.change(tx, &f); err != nil {
 						if answers[i] = refusedBy(err); answers[i] == nil {
 							return &memberErr{index: i, err: err}
 						}

@@ -218,11 +218,20 @@ func (s *Store) transition(companyID, deviceID uint64, uuid, status, errText, st
 
 // transit is a report's change of a message on its way through the group
 // commit (TransitionLater).
+// It is its own commit request and change: a report costs one allocation
+// for them, not three (the request, the change's closure and this).
 type transit struct {
-	req          *commitReq
-	uuid, status string
-	out          Message // set inside the transaction
-	moved        bool    // set inside the transaction
+	req                                     commitReq
+	s                                       *Store
+	companyID, deviceID                     uint64
+	uuid, status, errText, statusAt, detail string
+	now                                     time.Time
+	out                                     Message // set inside the transaction
+	moved                                   bool    // set inside the transaction
+}
+
+func (t *transit) change(tx *bolt.Tx, f *fold) error {
+	return t.s.transitionTx(tx, f, t, t.companyID, t.deviceID, t.uuid, t.status, t.errText, t.statusAt, t.detail, t.now)
 }
 
 // TransitionLater queues the change TransitionDetail makes for the next
@@ -232,15 +241,15 @@ type transit struct {
 // one waits for its fsync, and still apply each job's reports in the
 // order the phone made them.
 func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) Transit {
-	t := &transit{uuid: uuid, status: status}
+	t := &transit{s: s, companyID: companyID, deviceID: deviceID, uuid: uuid, status: status,
+		errText: errText, statusAt: statusAt, detail: detail, now: now}
+	t.req.err = make(chan error, 1)
 	if s.commit == nil {
-		t.req = &commitReq{err: make(chan error, 1)}
 		t.req.err <- bolterrors.ErrDatabaseReadOnly
 		return t
 	}
-	t.req = s.commit.submitFold(func(tx *bolt.Tx, f *fold) error {
-		return s.transitionTx(tx, f, t, companyID, deviceID, uuid, status, errText, statusAt, detail, now)
-	})
+	t.req.folds = t
+	s.commit.queue(&t.req)
 	return t
 }
 
