@@ -41,13 +41,23 @@ type committer struct {
 }
 
 type commitReq struct {
-	fn func(*bolt.Tx) error
+	fn writer
 	// folds, set instead of fn, is a message's status change: the changes
 	// of a batch that follow one another share a fold (fold.go), so a job's
 	// ack and the reports after it write its record once.
 	folds folder
 	err   chan error
 }
+
+// writer is a write that shares its batch's transaction.
+type writer interface {
+	write(tx *bolt.Tx) error
+}
+
+// writeFunc is a function as a writer.
+type writeFunc func(*bolt.Tx) error
+
+func (fn writeFunc) write(tx *bolt.Tx) error { return fn(tx) }
 
 // folder is a status change that shares its batch's fold.
 type folder interface {
@@ -77,7 +87,7 @@ func (c *committer) do(fn func(*bolt.Tx) error) error { return c.submit(fn).wait
 // in one transaction or in consecutive ones, so a caller may queue several
 // writes and wait for them later.
 func (c *committer) submit(fn func(*bolt.Tx) error) *commitReq {
-	return c.queue(&commitReq{fn: fn, err: make(chan error, 1)})
+	return c.queue(&commitReq{fn: writeFunc(fn), err: make(chan error, 1)})
 }
 
 // submitFold is submit for a status change that shares the batch's fold.
@@ -150,7 +160,7 @@ func (c *committer) run(batch []*commitReq) {
 				if err := f.flush(tx); err != nil {
 					return err
 				}
-				if err := r.fn(tx); err != nil {
+				if err := r.fn.write(tx); err != nil {
 					if answers[i] = refusedBy(err); answers[i] == nil {
 						return &memberErr{index: i, err: err}
 					}
