@@ -46,7 +46,22 @@ type commitReq struct {
 	// of a batch that follow one another share a fold (fold.go), so a job's
 	// ack and the reports after it write its record once.
 	folds folder
-	err   chan error
+	// done carries the outcome's arrival, res the outcome: a channel of
+	// empty values is one allocation, a channel of errors two (its buffer
+	// holds pointers), and there is one for every write.
+	done chan struct{}
+	res  error
+}
+
+// newCommitReq is a request for fn or folds, not yet answered.
+func newCommitReq(fn writer, folds folder) *commitReq {
+	return &commitReq{fn: fn, folds: folds, done: make(chan struct{}, 1)}
+}
+
+// answer gives the request its outcome; call it once.
+func (r *commitReq) answer(err error) {
+	r.res = err
+	r.done <- struct{}{}
 }
 
 // writer is a write that shares its batch's transaction.
@@ -87,19 +102,19 @@ func (c *committer) do(fn func(*bolt.Tx) error) error { return c.submit(fn).wait
 // in one transaction or in consecutive ones, so a caller may queue several
 // writes and wait for them later.
 func (c *committer) submit(fn func(*bolt.Tx) error) *commitReq {
-	return c.queue(&commitReq{fn: writeFunc(fn), err: make(chan error, 1)})
+	return c.queue(newCommitReq(writeFunc(fn), nil))
 }
 
 // submitFold is submit for a status change that shares the batch's fold.
 func (c *committer) submitFold(fn func(*bolt.Tx, *fold) error) *commitReq {
-	return c.queue(&commitReq{folds: foldFunc(fn), err: make(chan error, 1)})
+	return c.queue(newCommitReq(nil, foldFunc(fn)))
 }
 
 func (c *committer) queue(req *commitReq) *commitReq {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		req.err <- ErrClosed
+		req.answer(ErrClosed)
 		return req
 	}
 	c.reqs <- req
@@ -109,7 +124,10 @@ func (c *committer) queue(req *commitReq) *commitReq {
 
 // wait returns once the request's transaction is durable, or failed; call
 // it once.
-func (r *commitReq) wait() error { return <-r.err }
+func (r *commitReq) wait() error {
+	<-r.done
+	return r.res
+}
 
 func (c *committer) loop() {
 	defer close(c.done)
@@ -135,7 +153,7 @@ func (c *committer) loop() {
 func (c *committer) run(batch []*commitReq) {
 	if err := c.fileThere(); err != nil {
 		for _, r := range batch {
-			r.err <- err
+			r.answer(err)
 		}
 		return
 	}
@@ -184,10 +202,10 @@ func (c *committer) run(batch []*commitReq) {
 			err, full := c.space.committed(err)
 			for i, r := range batch {
 				if err == nil && answers[i] != nil {
-					r.err <- answers[i]
+					r.answer(answers[i])
 					continue
 				}
-				r.err <- err
+				r.answer(err)
 			}
 			if full && err == nil {
 				c.space.probe() // this commit fit: see whether writes fit again
@@ -196,7 +214,7 @@ func (c *committer) run(batch []*commitReq) {
 		}
 		// One function failed and took the others' work down with it: it
 		// gets its own error, the rest run again without it.
-		batch[me.index].err <- me.err
+		batch[me.index].answer(me.err)
 		batch = append(batch[:me.index:me.index], batch[me.index+1:]...)
 	}
 }

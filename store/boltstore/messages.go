@@ -50,7 +50,7 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		return Message{}, nil, fmt.Errorf("store: enqueue: %w", bolterrors.ErrDatabaseReadOnly)
 	}
 	op := &enqueueOp{s: s, m: m, idemKey: idemKey, now: now, check: check, answer: answer}
-	op.req.fn, op.req.err = op, make(chan error, 1)
+	op.req.fn, op.req.done = op, make(chan struct{}, 1)
 	err := s.commit.queue(&op.req).wait()
 	var msg Message
 	if op.stored {
@@ -265,9 +265,9 @@ func (t *transit) change(tx *bolt.Tx, f *fold) error {
 func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) Transit {
 	t := &transit{s: s, companyID: companyID, deviceID: deviceID, uuid: uuid, status: status,
 		errText: errText, statusAt: statusAt, detail: detail, now: now}
-	t.req.err = make(chan error, 1)
+	t.req.done = make(chan struct{}, 1)
 	if s.commit == nil {
-		t.req.err <- bolterrors.ErrDatabaseReadOnly
+		t.req.answer(bolterrors.ErrDatabaseReadOnly)
 		return t
 	}
 	t.req.folds = t
