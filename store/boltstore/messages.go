@@ -215,7 +215,7 @@ func leaveQueue(tx *bolt.Tx, m Message) error {
 	if m.ExpiresAt.IsZero() {
 		return nil
 	}
-	return tx.Bucket(bucketQueueExpiry).Delete(append(timeKey(m.ExpiresAt), itob(m.ID)...))
+	return tx.Bucket(bucketQueueExpiry).Delete(expiryKey(m.ExpiresAt, m.ID))
 }
 
 // rank orders outbound statuses so a late or repeated report never moves a
