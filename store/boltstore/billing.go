@@ -43,12 +43,18 @@ func (s *Store) limitsTx(tx *bolt.Tx, companyID uint64, now time.Time) (PlanLimi
 		from, to := store.CalendarMonth(now)
 		return PlanLimits{Messages: -1, Devices: -1, PeriodStart: from, PeriodEnd: to}, nil
 	}
-	var sub Subscription
-	err := getJSON(tx.Bucket(bucketSubscriptions), itob(companyID), &sub)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	// The record is decoded into a Subscription on the heap (it passes
+	// through an interface): only when there is one, not for every send
+	// of a company without a subscription.
+	raw := tx.Bucket(bucketSubscriptions).Get(itob(companyID))
+	if raw == nil {
+		return s.plans.Limits(Subscription{}, false, now), nil
+	}
+	sub := new(Subscription)
+	if err := decodeRecord(raw, sub); err != nil {
 		return PlanLimits{}, err
 	}
-	return s.plans.Limits(sub, err == nil, now), nil
+	return s.plans.Limits(*sub, true, now), nil
 }
 
 // planAllows refuses with a *PlanLimitError, having written nothing, when

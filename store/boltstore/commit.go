@@ -41,13 +41,48 @@ type committer struct {
 }
 
 type commitReq struct {
-	fn func(*bolt.Tx) error
+	fn writer
 	// folds, set instead of fn, is a message's status change: the changes
 	// of a batch that follow one another share a fold (fold.go), so a job's
 	// ack and the reports after it write its record once.
-	folds func(*bolt.Tx, *fold) error
-	err   chan error
+	folds folder
+	// done carries the outcome's arrival, res the outcome: a channel of
+	// empty values is one allocation, a channel of errors two (its buffer
+	// holds pointers), and there is one for every write.
+	done chan struct{}
+	res  error
 }
+
+// newCommitReq is a request for fn or folds, not yet answered.
+func newCommitReq(fn writer, folds folder) *commitReq {
+	return &commitReq{fn: fn, folds: folds, done: make(chan struct{}, 1)}
+}
+
+// answer gives the request its outcome; call it once.
+func (r *commitReq) answer(err error) {
+	r.res = err
+	r.done <- struct{}{}
+}
+
+// writer is a write that shares its batch's transaction.
+type writer interface {
+	write(tx *bolt.Tx) error
+}
+
+// writeFunc is a function as a writer.
+type writeFunc func(*bolt.Tx) error
+
+func (fn writeFunc) write(tx *bolt.Tx) error { return fn(tx) }
+
+// folder is a status change that shares its batch's fold.
+type folder interface {
+	change(tx *bolt.Tx, f *fold) error
+}
+
+// foldFunc is a function as a folder.
+type foldFunc func(*bolt.Tx, *fold) error
+
+func (fn foldFunc) change(tx *bolt.Tx, f *fold) error { return fn(tx, f) }
 
 func newCommitter(db *bolt.DB, delay time.Duration, fileThere func() error, sp *space) *committer {
 	c := &committer{db: db, reqs: make(chan *commitReq, maxGroup), delay: delay, fileThere: fileThere, space: sp, done: make(chan struct{})}
@@ -67,19 +102,19 @@ func (c *committer) do(fn func(*bolt.Tx) error) error { return c.submit(fn).wait
 // in one transaction or in consecutive ones, so a caller may queue several
 // writes and wait for them later.
 func (c *committer) submit(fn func(*bolt.Tx) error) *commitReq {
-	return c.queue(&commitReq{fn: fn, err: make(chan error, 1)})
+	return c.queue(newCommitReq(writeFunc(fn), nil))
 }
 
 // submitFold is submit for a status change that shares the batch's fold.
 func (c *committer) submitFold(fn func(*bolt.Tx, *fold) error) *commitReq {
-	return c.queue(&commitReq{folds: fn, err: make(chan error, 1)})
+	return c.queue(newCommitReq(nil, foldFunc(fn)))
 }
 
 func (c *committer) queue(req *commitReq) *commitReq {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		req.err <- ErrClosed
+		req.answer(ErrClosed)
 		return req
 	}
 	c.reqs <- req
@@ -89,7 +124,10 @@ func (c *committer) queue(req *commitReq) *commitReq {
 
 // wait returns once the request's transaction is durable, or failed; call
 // it once.
-func (r *commitReq) wait() error { return <-r.err }
+func (r *commitReq) wait() error {
+	<-r.done
+	return r.res
+}
 
 func (c *committer) loop() {
 	defer close(c.done)
@@ -115,7 +153,7 @@ func (c *committer) loop() {
 func (c *committer) run(batch []*commitReq) {
 	if err := c.fileThere(); err != nil {
 		for _, r := range batch {
-			r.err <- err
+			r.answer(err)
 		}
 		return
 	}
@@ -129,7 +167,7 @@ func (c *committer) run(batch []*commitReq) {
 			}
 			for i, r := range batch {
 				if r.folds != nil {
-					if err := r.folds(tx, &f); err != nil {
+					if err := r.folds.change(tx, &f); err != nil {
 						if answers[i] = refusedBy(err); answers[i] == nil {
 							return &memberErr{index: i, err: err}
 						}
@@ -140,7 +178,7 @@ func (c *committer) run(batch []*commitReq) {
 				if err := f.flush(tx); err != nil {
 					return err
 				}
-				if err := r.fn(tx); err != nil {
+				if err := r.fn.write(tx); err != nil {
 					if answers[i] = refusedBy(err); answers[i] == nil {
 						return &memberErr{index: i, err: err}
 					}
@@ -164,10 +202,10 @@ func (c *committer) run(batch []*commitReq) {
 			err, full := c.space.committed(err)
 			for i, r := range batch {
 				if err == nil && answers[i] != nil {
-					r.err <- answers[i]
+					r.answer(answers[i])
 					continue
 				}
-				r.err <- err
+				r.answer(err)
 			}
 			if full && err == nil {
 				c.space.probe() // this commit fit: see whether writes fit again
@@ -176,7 +214,7 @@ func (c *committer) run(batch []*commitReq) {
 		}
 		// One function failed and took the others' work down with it: it
 		// gets its own error, the rest run again without it.
-		batch[me.index].err <- me.err
+		batch[me.index].answer(me.err)
 		batch = append(batch[:me.index:me.index], batch[me.index+1:]...)
 	}
 }

@@ -46,78 +46,100 @@ func timeKey(t time.Time) []byte { return itob(uint64(t.UnixNano())) }
 // a pool, the pool chooses the device and SIM there (route), passing over
 // the members check refuses.
 func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time, check DeviceCheck, answer func(Message) (int, []byte)) (Message, *Idempotent, error) {
-	// out points at the transaction's msg, which its answer's closure has
-	// on the heap already: a Message of its own here would be a second
-	// copy on the heap for every send.
-	var out *Message
-	var prior *Idempotent
-	err := s.grouped(func(tx *bolt.Tx) error {
-		out, prior = nil, nil
-		var ik answerKey
-		if ik, prior = priorAnswer(tx, m.CompanyID, idemKey, now()); prior != nil {
-			return nil
-		}
-		msg := *m
-		d, placed, err := route(tx, &s.commit.devices, &msg, check, now())
-		if err != nil {
-			return err
-		}
-		if err := d.refused; err != nil {
-			return refuse(err)
-		}
-		if err := s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1); err != nil {
-			return refuse(err)
-		}
-		id, err := tx.Bucket(bucketMessages).NextSequence()
-		if err != nil {
-			return err
-		}
-		// Time is taken inside the single writer, so ids and created_at rise together.
-		msg.ID, msg.DeviceID, msg.Direction, msg.Status = id, d.ID, Outbound, MsgQueued
-		if !msg.SendAt.IsZero() {
-			msg.Status = MsgScheduled
-		}
-		msg.CreatedAt = now().UTC()
-		msg.UpdatedAt = msg.CreatedAt
-		usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
-		if err != nil {
-			if errors.As(err, new(*PlanLimitError)) {
-				return refuse(err) // nothing written yet
-			}
-			return err
-		}
-		if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
-			if errors.As(err, new(*BudgetError)) {
-				return refuse(err) // nothing written yet: the batch need not run again
-			}
-			return err
-		}
-		if err := usage.add(tx); err != nil {
-			return err
-		}
-		if err := placed.commit(); err != nil {
-			return err
-		}
-		if err := insertMessage(tx, &msg); err != nil {
-			return err
-		}
-		if err := placeOutbound(tx, msg); err != nil {
-			return err
-		}
-		if err := ik.keep(tx, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
-			return err
-		}
-		out = &msg
-		return nil
-	})
+	if s.commit == nil {
+		return Message{}, nil, fmt.Errorf("store: enqueue: %w", bolterrors.ErrDatabaseReadOnly)
+	}
+	op := &enqueueOp{s: s, m: m, idemKey: idemKey, now: now, check: check, answer: answer}
+	op.req.fn, op.req.done = op, make(chan struct{}, 1)
+	err := s.commit.queue(&op.req).wait()
 	var msg Message
-	if out != nil {
-		msg = *out
+	if op.stored {
+		msg = op.out
 	}
 	if err != nil {
 		return msg, nil, fmt.Errorf("store: enqueue: %w", err)
 	}
-	return msg, prior, nil
+	return msg, op.prior, nil
+}
+
+// enqueueOp is one Enqueue: its arguments, its own commit request, the
+// write it makes (write) and what the write leaves. A send costs one
+// allocation for them and the request's channel, where a closure would
+// cost three more (the closure, and the results it sets and its message,
+// which setting them from a closure puts on the heap).
+type enqueueOp struct {
+	req     commitReq
+	s       *Store
+	m       *Message
+	idemKey IdempotencyKey
+	now     func() time.Time
+	check   DeviceCheck
+	answer  func(Message) (int, []byte)
+	// Set inside the transaction, afresh each time it runs.
+	out    Message // the message as stored, when stored is set
+	stored bool
+	prior  *Idempotent
+}
+
+func (op *enqueueOp) write(tx *bolt.Tx) error {
+	s, m, now, check, answer := op.s, op.m, op.now, op.check, op.answer
+	op.stored, op.prior = false, nil
+	var ik answerKey
+	if ik, op.prior = priorAnswer(tx, m.CompanyID, op.idemKey, now()); op.prior != nil {
+		return nil
+	}
+	msg := *m
+	d, placed, err := route(tx, &s.commit.devices, &msg, check, now())
+	if err != nil {
+		return err
+	}
+	if err := d.refused; err != nil {
+		return refuse(err)
+	}
+	if err := s.optedOutTx(tx, m.CompanyID, m.Channel, m.Phone, -1); err != nil {
+		return refuse(err)
+	}
+	id, err := tx.Bucket(bucketMessages).NextSequence()
+	if err != nil {
+		return err
+	}
+	// Time is taken inside the single writer, so ids and created_at rise together.
+	msg.ID, msg.DeviceID, msg.Direction, msg.Status = id, d.ID, Outbound, MsgQueued
+	if !msg.SendAt.IsZero() {
+		msg.Status = MsgScheduled
+	}
+	msg.CreatedAt = now().UTC()
+	msg.UpdatedAt = msg.CreatedAt
+	usage, err := s.planAllows(tx, msg.CompanyID, msg.CreatedAt, store.LimitMessages)
+	if err != nil {
+		if errors.As(err, new(*PlanLimitError)) {
+			return refuse(err) // nothing written yet
+		}
+		return err
+	}
+	if err := s.charge(tx, msg.CompanyID, msg.CreatedAt, store.MessageCost(msg)); err != nil {
+		if errors.As(err, new(*BudgetError)) {
+			return refuse(err) // nothing written yet: the batch need not run again
+		}
+		return err
+	}
+	if err := usage.add(tx); err != nil {
+		return err
+	}
+	if err := placed.commit(); err != nil {
+		return err
+	}
+	if err := insertMessage(tx, &msg); err != nil {
+		return err
+	}
+	if err := placeOutbound(tx, msg); err != nil {
+		return err
+	}
+	if err := ik.keep(tx, msg.CreatedAt, func() (int, []byte) { return answer(msg) }); err != nil {
+		return err
+	}
+	op.out, op.stored = msg, true
+	return nil
 }
 
 // insertMessage writes a new message with its uuid and conversation entries.
@@ -193,7 +215,7 @@ func leaveQueue(tx *bolt.Tx, m Message) error {
 	if m.ExpiresAt.IsZero() {
 		return nil
 	}
-	return tx.Bucket(bucketQueueExpiry).Delete(append(timeKey(m.ExpiresAt), itob(m.ID)...))
+	return tx.Bucket(bucketQueueExpiry).Delete(expiryKey(m.ExpiresAt, m.ID))
 }
 
 // rank orders outbound statuses so a late or repeated report never moves a
@@ -218,11 +240,20 @@ func (s *Store) transition(companyID, deviceID uint64, uuid, status, errText, st
 
 // transit is a report's change of a message on its way through the group
 // commit (TransitionLater).
+// It is its own commit request and change: a report costs one allocation
+// for them, not three (the request, the change's closure and this).
 type transit struct {
-	req          *commitReq
-	uuid, status string
-	out          Message // set inside the transaction
-	moved        bool    // set inside the transaction
+	req                                     commitReq
+	s                                       *Store
+	companyID, deviceID                     uint64
+	uuid, status, errText, statusAt, detail string
+	now                                     time.Time
+	out                                     Message // set inside the transaction
+	moved                                   bool    // set inside the transaction
+}
+
+func (t *transit) change(tx *bolt.Tx, f *fold) error {
+	return t.s.transitionTx(tx, f, t, t.companyID, t.deviceID, t.uuid, t.status, t.errText, t.statusAt, t.detail, t.now)
 }
 
 // TransitionLater queues the change TransitionDetail makes for the next
@@ -232,15 +263,15 @@ type transit struct {
 // one waits for its fsync, and still apply each job's reports in the
 // order the phone made them.
 func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) Transit {
-	t := &transit{uuid: uuid, status: status}
+	t := &transit{s: s, companyID: companyID, deviceID: deviceID, uuid: uuid, status: status,
+		errText: errText, statusAt: statusAt, detail: detail, now: now}
+	t.req.done = make(chan struct{}, 1)
 	if s.commit == nil {
-		t.req = &commitReq{err: make(chan error, 1)}
-		t.req.err <- bolterrors.ErrDatabaseReadOnly
+		t.req.answer(bolterrors.ErrDatabaseReadOnly)
 		return t
 	}
-	t.req = s.commit.submitFold(func(tx *bolt.Tx, f *fold) error {
-		return s.transitionTx(tx, f, t, companyID, deviceID, uuid, status, errText, statusAt, detail, now)
-	})
+	t.req.folds = t
+	s.commit.queue(&t.req)
 	return t
 }
 
@@ -422,6 +453,9 @@ func (s *Store) Pending(companyID, deviceID uint64, after uint64, limit int, now
 		return nil, fmt.Errorf("store: pending of device %d of company %d: %w", deviceID, companyID, err)
 	}
 	if (len(stopped) > 0 || len(closed) > 0) && s.commit != nil {
+		// Copies for the commit's closure: capturing the variables
+		// themselves would put both on the heap for every read of a queue.
+		stopped, closed := stopped, closed
 		s.commit.submit(func(tx *bolt.Tx) error {
 			if err := s.failOptedOut(tx, stopped, now, moved); err != nil {
 				return err

@@ -2,6 +2,7 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -21,7 +22,9 @@ import (
 var bucketOptOuts = []byte("opt_outs") // company id + phone -> OptOut
 
 func optOutKey(companyID uint64, phone string) []byte {
-	return append(itob(companyID), phone...)
+	k := make([]byte, 8, 8+len(phone)) // no second slice for append
+	binary.BigEndian.PutUint64(k, companyID)
+	return append(k, phone...)
 }
 
 // optedOutTx refuses an SMS (channel sms or unset) to a number on the

@@ -15,6 +15,7 @@ import (
 // SIMs' caps.
 type router struct {
 	tally *simTally
+	own   simTally     // what tally points at: one allocation with the router
 	pool  *poolPicker  // nil for a device send
 	dev   vettedDevice // the device of a device send
 }
@@ -24,7 +25,8 @@ type router struct {
 // pool id it then sets on m. Call r.next for each further message of the
 // same request, and r.commit with the writes.
 func route(tx *bolt.Tx, devs *deviceCache, m *Message, check DeviceCheck, now time.Time) (vettedDevice, *router, error) {
-	r := &router{tally: newSIMTally(tx, now)}
+	r := &router{own: simTally{tx: tx, now: now}}
+	r.tally = &r.own
 	if m.Pool == "" {
 		d, err := sendingDevice(tx, devs, m.CompanyID, m.Device, m.SIMSlot, check)
 		if err != nil || d.refused != nil {

@@ -53,7 +53,7 @@ func placeOutbound(tx *bolt.Tx, m Message) error {
 	if m.ExpiresAt.IsZero() {
 		return nil
 	}
-	return tx.Bucket(bucketQueueExpiry).Put(append(timeKey(m.ExpiresAt), itob(m.ID)...), msgDevKey(m))
+	return tx.Bucket(bucketQueueExpiry).Put(expiryKey(m.ExpiresAt, m.ID), msgDevKey(m))
 }
 
 // prioKey is a priority job's key in its device's priority queue: higher

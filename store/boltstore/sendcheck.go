@@ -74,10 +74,13 @@ func (c *deviceCache) live(tx *bolt.Tx, companyID uint64, fingerprint string) (D
 	}
 	e, ok := c.byFingerprint[fingerprint]
 	if !ok || !bytes.Equal(e.raw, raw) {
-		e = cachedDevice{raw: bytes.Clone(raw)}
-		if err := jsonUnmarshal(raw, &e.d); err != nil {
+		// Decoded through a pointer of its own: the address of e, taken
+		// here, would put e on the heap for every send, hits included.
+		fresh := &cachedDevice{raw: bytes.Clone(raw)}
+		if err := jsonUnmarshal(raw, &fresh.d); err != nil {
 			return Device{}, err
 		}
+		e = *fresh
 		if c.byFingerprint == nil {
 			c.byFingerprint = make(map[string]cachedDevice)
 		}

@@ -47,14 +47,22 @@ func monthStamp(t time.Time) []byte { return t.UTC().AppendFormat(make([]byte, 0
 // simTally is the caps and counts of the SIMs one transaction sends from,
 // read once and written at its end, with this transaction's sends added.
 type simTally struct {
-	tx   *bolt.Tx
-	now  time.Time
-	sims map[string]*simCount // by simKey(company, device, slot)
+	tx  *bolt.Tx
+	now time.Time
+	// one is the first SIM counted, sims the others: a send names one SIM,
+	// which then costs the transaction no map (made only for a second).
+	one  *simCount
+	sims map[simID]*simCount
+}
+
+// simID names a SIM: its company, device and slot.
+type simID struct {
+	cid, dev uint64
+	slot     string
 }
 
 type simCount struct {
-	cid, dev           uint64
-	slot               string
+	simID
 	caps               SIMCaps
 	day, month, recips int64 // as stored
 	added              int64 // this transaction's sends
@@ -62,7 +70,7 @@ type simCount struct {
 }
 
 func newSIMTally(tx *bolt.Tx, now time.Time) *simTally {
-	return &simTally{tx: tx, now: now, sims: map[string]*simCount{}}
+	return &simTally{tx: tx, now: now}
 }
 
 func readCount(b *bolt.Bucket, k []byte) int64 {
@@ -73,12 +81,15 @@ func readCount(b *bolt.Bucket, k []byte) int64 {
 }
 
 func (t *simTally) sim(cid, dev uint64, slot string) (*simCount, error) {
-	k := string(simKey(cid, dev, slot))
-	if c, ok := t.sims[k]; ok {
+	id := simID{cid: cid, dev: dev, slot: slot}
+	if c := t.one; c != nil && c.simID == id {
 		return c, nil
 	}
-	c := &simCount{cid: cid, dev: dev, slot: slot}
-	if err := getJSON(t.tx.Bucket(bucketSIMCaps), []byte(k), &c.caps); err != nil && !errors.Is(err, ErrNotFound) {
+	if c, ok := t.sims[id]; ok {
+		return c, nil
+	}
+	c := &simCount{simID: id}
+	if err := getJSON(t.tx.Bucket(bucketSIMCaps), simKey(cid, dev, slot), &c.caps); err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
 	u := t.tx.Bucket(bucketSIMUsage)
@@ -89,8 +100,31 @@ func (t *simTally) sim(cid, dev uint64, slot string) (*simCount, error) {
 		// only then): a send from an uncapped SIM skips the read.
 		c.recips = c.readRecips(u, t.now)
 	}
-	t.sims[k] = c
+	switch {
+	case t.one == nil:
+		t.one = c
+	case t.sims == nil:
+		t.sims = map[simID]*simCount{id: c}
+	default:
+		t.sims[id] = c
+	}
 	return c, nil
+}
+
+// each calls f for every SIM counted, until f fails.
+func (t *simTally) each(f func(*simCount) error) error {
+	if t.one == nil {
+		return nil
+	}
+	if err := f(t.one); err != nil {
+		return err
+	}
+	for _, c := range t.sims {
+		if err := f(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readRecips is the SIM's count of distinct recipients today, as stored.
@@ -147,9 +181,9 @@ func (t *simTally) take(cid, dev uint64, slot, phone string) error {
 // flush writes the counts of the transaction's sends.
 func (t *simTally) flush() error {
 	u, r := t.tx.Bucket(bucketSIMUsage), t.tx.Bucket(bucketSIMRecip)
-	for _, c := range t.sims {
+	return t.each(func(c *simCount) error {
 		if c.added == 0 {
-			continue
+			return nil
 		}
 		put := func(kind byte, stamp []byte, v int64) error {
 			return u.Put(simKey(c.cid, c.dev, c.slot, []byte{kind}, stamp), itob(uint64(v)))
@@ -161,7 +195,7 @@ func (t *simTally) flush() error {
 			return err
 		}
 		if len(c.newRecips) == 0 {
-			continue
+			return nil
 		}
 		if err := put('r', dayStamp(t.now), c.recips+int64(len(c.newRecips))); err != nil {
 			return err
@@ -171,8 +205,8 @@ func (t *simTally) flush() error {
 				return err
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // SIMUsages returns the caps and today's and this month's use of both SIM

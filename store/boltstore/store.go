@@ -265,7 +265,17 @@ func itob(v uint64) []byte {
 func btoi(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
 // pair is the key of a two-level index entry: a then b, both big-endian.
-func pair(a, b uint64) []byte { return append(itob(a), itob(b)...) }
+func pair(a, b uint64) []byte {
+	// One slice of its own size: append to itob(a) made two (and the
+	// compiler keeps this one on the stack where the key stays there).
+	k := make([]byte, 16)
+	binary.BigEndian.PutUint64(k, a)
+	binary.BigEndian.PutUint64(k[8:], b)
+	return k
+}
+
+// expiryKey is a queue_expiry key: the expiry time, then the message's id.
+func expiryKey(expires time.Time, id uint64) []byte { return pair(uint64(expires.UnixNano()), id) }
 
 // jsonUnmarshal, getJSON and putJSON read and write a stored record: JSON,
 // or for messages and conversations the compact encoding (record.go).

@@ -362,8 +362,8 @@ type attemptRecord struct {
 func (s *Store) RecordWebhookAttemptLater(id uint64, keep int, decide func(d WebhookDelivery, e *WebhookEntry) WebhookAttempt) AttemptRecord {
 	r := &attemptRecord{id: id}
 	if s.commit == nil {
-		r.req = &commitReq{err: make(chan error, 1)}
-		r.req.err <- bolterrors.ErrDatabaseReadOnly
+		r.req = newCommitReq(nil, nil)
+		r.req.answer(bolterrors.ErrDatabaseReadOnly)
 		return r
 	}
 	r.req = s.commit.submit(func(tx *bolt.Tx) error {
