@@ -7,13 +7,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/simrelay/simrelay/internal/poll"
-	"github.com/simrelay/simrelay/problem"
 )
 
 // Four companies whose agents each send their uploads as slowly as the
@@ -29,26 +27,7 @@ func TestSlowCompaniesLeaveArrivingPlacesToOthers(t *testing.T) {
 	const companies, each = 4, DefaultUploadsPerCompany
 	chunkTimeout := 3 * time.Second
 	s, devs := companiesService(t, Config{ChunkTimeout: chunkTimeout, UploadChunkTimeout: chunkTimeout}, companies+1, each, each, each, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var c, d int
-		fmt.Sscan(r.URL.Query().Get("c"), &c)
-		fmt.Sscan(r.URL.Query().Get("d"), &d)
-		m, _, err := s.Put(r.Context(), devs[c][d], Upload{Key: r.URL.Query().Get("key"), ContentType: "video/mp4", Length: r.ContentLength,
-			Body: r.Body, ReadDeadline: http.NewResponseController(w).SetReadDeadline})
-		if err != nil {
-			w.Header().Set("Connection", "close") // as the upload route: the rest of the body is not read
-			if pe, ok := problem.As(err); ok {
-				w.WriteHeader(pe.Status())
-				fmt.Fprint(w, pe.Message)
-				return
-			}
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		}
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, "%d", m.Size)
-	}))
-	defer srv.Close()
+	srv, _ := uploadServer(t, s, devs)
 
 	// Each slow upload declares 16 MiB and sends 64 KiB each eighth of
 	// ChunkTimeout (256 KiB each half of it: twice the server's floor)

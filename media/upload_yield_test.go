@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,16 +37,19 @@ func TestTenSlowCompaniesYieldAPlaceToAnother(t *testing.T) {
 	}
 	counts[companies] = 1
 	s, devs := companiesService(t, Config{ChunkTimeout: chunkTimeout, UploadChunkTimeout: chunkTimeout}, counts...)
-	srv := uploadServer(t, s, devs)
+	srv, entered := uploadServer(t, s, devs)
 	answers := make(chan slowAnswer, companies*each)
 	// One company after the other, as the places fill for the old rule:
 	// the first two take the 8 shared places, the next eight one kept
-	// place each, and their other uploads wait.
+	// place each, and their other uploads wait. Each company's uploads are
+	// waited for until they reached the service, not until they are all
+	// under way at once: a waiting one may already have taken another's
+	// place, or lost its own to a later waiter, or waited its time out.
 	for c := range companies {
 		for d := range each {
 			slowSend(t, srv, c, d, 32<<10, chunkTimeout/16, answers)
 		}
-		poll.Until(t, fmt.Sprintf("company %d's uploads under way", c), func() bool { return underWay(s, devs[c][0].CompanyID) == each })
+		poll.Until(t, fmt.Sprintf("company %d's uploads reached the service", c), func() bool { return entered(c) == each })
 	}
 	poll.Until(t, "every arriving place held by the slow companies", func() bool { return arrivingPlaces(s) == DefaultSpools })
 
@@ -80,7 +84,7 @@ func TestTheSlowestOfSixteenYieldsToASeventeenthCompany(t *testing.T) {
 		counts[c] = 1
 	}
 	s, devs := companiesService(t, Config{ChunkTimeout: chunkTimeout, UploadChunkTimeout: chunkTimeout}, counts...)
-	srv := uploadServer(t, s, devs)
+	srv, _ := uploadServer(t, s, devs)
 	answers := make(chan slowAnswer, companies)
 	for c := range companies {
 		part := 32 << 10
@@ -109,14 +113,6 @@ func TestTheSlowestOfSixteenYieldsToASeventeenthCompany(t *testing.T) {
 	}
 }
 
-// underWay is the number of the company's uploads under way, arriving
-// or waiting for a place.
-func underWay(s *Service, companyID uint64) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.active[companyID]
-}
-
 // arrivingPlaces is the number of the server's arriving places held.
 func arrivingPlaces(s *Service) int {
 	s.mu.Lock()
@@ -127,12 +123,15 @@ func arrivingPlaces(s *Service) int {
 // uploadServer serves uploads over loopback as the upload route does:
 // ?c= and &d= name the company's and the device's place in devs, key the
 // upload's key; a stored upload answers 201 and its size, a refusal its
-// status, Retry-After and message, and closes the connection.
-func uploadServer(t *testing.T, s *Service, devs [][]store.Device) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// status, Retry-After and message, and closes the connection. entered is
+// how many uploads of company c (its place in devs) reached Put so far.
+func uploadServer(t *testing.T, s *Service, devs [][]store.Device) (srv *httptest.Server, entered func(c int) int) {
+	count := make([]atomic.Int32, len(devs))
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var c, d int
 		fmt.Sscan(r.URL.Query().Get("c"), &c)
 		fmt.Sscan(r.URL.Query().Get("d"), &d)
+		count[c].Add(1)
 		m, _, err := s.Put(r.Context(), devs[c][d], Upload{Key: r.URL.Query().Get("key"), ContentType: "video/mp4", Length: r.ContentLength,
 			Body: r.Body, ReadDeadline: http.NewResponseController(w).SetReadDeadline})
 		if err != nil {
@@ -152,7 +151,7 @@ func uploadServer(t *testing.T, s *Service, devs [][]store.Device) *httptest.Ser
 		fmt.Fprintf(w, "%d", m.Size)
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, func(c int) int { return int(count[c].Load()) }
 }
 
 // slowAnswer is the server's answer to a slow upload.
