@@ -45,25 +45,24 @@ func TestStalledPhonePinsOnlyItsSendBuffer(t *testing.T) {
 			t.Fatalf("push %d was refused", i)
 		}
 	}
-	// The writer stalled: the queue stays as it is for 100 ms.
-	last, still := -1, 0
-	eventually(t, "the writer stalled", func() bool {
+	// The writer stalled: the link's socket is full (it holds at least
+	// the size asked for) and the queue stays as it is for 20 looks. A
+	// pause of the writer alone, on a loaded machine, is waited out.
+	last, still, sndbuf, queued := -1, 0, 0, 0
+	eventually(t, "the link's socket full and its writer stalled", func() bool {
 		q, _ := queuedBytes(r.hub, "stalled")
 		if q == last {
 			still++
 		} else {
 			last, still = q, 0
 		}
-		return q > 0 && still >= 20
+		sndbuf, queued = socketMemory(t, c)
+		return q > 0 && still >= 20 && queued >= DefaultSendBuffer
 	})
-	sndbuf, queued := socketMemory(t, c)
 	t.Logf("stalled: SO_SNDBUF %d, %d bytes queued in the kernel, %d bytes of frames left in the link's queue", sndbuf, queued, last)
 	// Linux doubles the size asked for, room for its own bookkeeping.
 	if limit := 2 * DefaultSendBuffer; sndbuf > limit {
 		t.Errorf("the stalled link's socket may hold %d bytes, want at most %d", sndbuf, limit)
-	}
-	if queued < DefaultSendBuffer {
-		t.Errorf("the stalled link's socket holds %d bytes, want it full: the phone did not stall the link", queued)
 	}
 	// What the socket holds passes its buffer by at most the last write's
 	// packet.

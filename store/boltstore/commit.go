@@ -55,7 +55,15 @@ type commitReq struct {
 
 // newCommitReq is a request for fn or folds, not yet answered.
 func newCommitReq(fn writer, folds folder) *commitReq {
-	return &commitReq{fn: fn, folds: folds, done: make(chan struct{}, 1)}
+	r := new(commitReq)
+	r.init(fn, folds)
+	return r
+}
+
+// init makes r a request for fn or folds, not yet answered: newCommitReq
+// for a request that is a field of its write's own value.
+func (r *commitReq) init(fn writer, folds folder) {
+	r.fn, r.folds, r.done = fn, folds, make(chan struct{}, 1)
 }
 
 // answer gives the request its outcome; call it once.

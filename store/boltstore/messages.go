@@ -50,7 +50,7 @@ func (s *Store) Enqueue(m *Message, idemKey IdempotencyKey, now func() time.Time
 		return Message{}, nil, fmt.Errorf("store: enqueue: %w", bolterrors.ErrDatabaseReadOnly)
 	}
 	op := &enqueueOp{s: s, m: m, idemKey: idemKey, now: now, check: check, answer: answer}
-	op.req.fn, op.req.done = op, make(chan struct{}, 1)
+	op.req.init(op, nil)
 	err := s.commit.queue(&op.req).wait()
 	var msg Message
 	if op.stored {
@@ -265,12 +265,11 @@ func (t *transit) change(tx *bolt.Tx, f *fold) error {
 func (s *Store) TransitionLater(companyID, deviceID uint64, uuid, status, errText, statusAt, detail string, now time.Time) Transit {
 	t := &transit{s: s, companyID: companyID, deviceID: deviceID, uuid: uuid, status: status,
 		errText: errText, statusAt: statusAt, detail: detail, now: now}
-	t.req.done = make(chan struct{}, 1)
+	t.req.init(nil, t)
 	if s.commit == nil {
 		t.req.answer(bolterrors.ErrDatabaseReadOnly)
 		return t
 	}
-	t.req.folds = t
 	s.commit.queue(&t.req)
 	return t
 }

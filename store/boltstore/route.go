@@ -14,8 +14,7 @@ import (
 // name, or through the pool they name, and counts them against their
 // SIMs' caps.
 type router struct {
-	tally *simTally
-	own   simTally     // what tally points at: one allocation with the router
+	tally simTally     // a value of the router's: one allocation with it
 	pool  *poolPicker  // nil for a device send
 	dev   vettedDevice // the device of a device send
 }
@@ -25,8 +24,7 @@ type router struct {
 // pool id it then sets on m. Call r.next for each further message of the
 // same request, and r.commit with the writes.
 func route(tx *bolt.Tx, devs *deviceCache, m *Message, check DeviceCheck, now time.Time) (vettedDevice, *router, error) {
-	r := &router{own: simTally{tx: tx, now: now}}
-	r.tally = &r.own
+	r := &router{tally: simTally{tx: tx, now: now}}
 	if m.Pool == "" {
 		d, err := sendingDevice(tx, devs, m.CompanyID, m.Device, m.SIMSlot, check)
 		if err != nil || d.refused != nil {
@@ -36,7 +34,7 @@ func route(tx *bolt.Tx, devs *deviceCache, m *Message, check DeviceCheck, now ti
 		d, err = r.next(m)
 		return d, r, err
 	}
-	pp, err := openPool(tx, m.CompanyID, m.Pool, check, r.tally)
+	pp, err := openPool(tx, m.CompanyID, m.Pool, check, &r.tally)
 	if errors.Is(err, ErrPoolGone) {
 		return vettedDevice{refused: err}, r, nil
 	}
