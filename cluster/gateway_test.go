@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/simrelay/simrelay/account"
 	"github.com/simrelay/simrelay/device"
 	"github.com/simrelay/simrelay/gateway"
 	"github.com/simrelay/simrelay/internal/natstest"
@@ -556,17 +557,8 @@ func TestSweepClosesTheLinksOfARemovedCompany(t *testing.T) {
 	if _, err := st.MarkCompanyClosing(removed.ID, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	for step := 0; ; step++ {
-		r, err := st.RemoveCompanyStep(removed.ID, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Done {
-			break
-		}
-		if step == 100 {
-			t.Fatal("the company is not removed after 100 steps")
-		}
+	if r, err := account.RemoveCompany(context.Background(), st, removed.ID); err != nil || !r.Done {
+		t.Fatalf("the company's removal: %+v, %v", r, err)
 	}
 	g.sweep()
 	hub.mu.Lock()

@@ -309,7 +309,7 @@ func TestCopyStoreRefusesALiveNode(t *testing.T) {
 	if err := pg.RegisterNode(postgres.Node{Name: "web1", Bus: true, Instance: "a"}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	jwt, err := pg.Secret("api-key-seal", 32)
+	seal, err := pg.Secret("api-key-seal", 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestCopyStoreRefusesALiveNode(t *testing.T) {
 	if n := pgCompanies(t, url); n != 0 {
 		t.Errorf("%d companies after the refused copy, want 0", n)
 	}
-	if again, err := pg.Secret("api-key-seal", 32); err != nil || !bytes.Equal(again, jwt) {
+	if again, err := pg.Secret("api-key-seal", 32); err != nil || !bytes.Equal(again, seal) {
 		t.Errorf("the live node's seal key was replaced by the refused copy (%v)", err)
 	}
 	if err := pg.LeaveNode("web1", "a"); err != nil {

@@ -199,16 +199,22 @@ func migrate(ctx context.Context, conn interface {
 	return latest, nil
 }
 
+// liveNodes names, in order, the nodes whose beat in the registry is
+// within migrateLiveWithin seconds, by the database server's clock.
+func liveNodes(query func(string, ...any) (pgx.Rows, error)) ([]string, error) {
+	rows, err := query("SELECT name FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name", migrateLiveWithin)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 // noLiveNodes refuses the migration from current to latest while nodes beat
 // in the registry: stop them all first. A node stopped cleanly has left it;
 // one killed a moment ago counts until its last beat is migrateLiveWithin
 // seconds old.
 func noLiveNodes(ctx context.Context, tx pgx.Tx, current, latest int) error {
-	rows, err := tx.Query(ctx, "SELECT name FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name", migrateLiveWithin)
-	if err != nil {
-		return fmt.Errorf("read the nodes before migrating: %w", err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	names, err := liveNodes(func(sql string, args ...any) (pgx.Rows, error) { return tx.Query(ctx, sql, args...) })
 	if err != nil {
 		return fmt.Errorf("read the nodes before migrating: %w", err)
 	}

@@ -12,10 +12,25 @@ import (
 	"github.com/simrelay/simrelay/store"
 )
 
-// ErrNodesLive refuses to rotate the server's secrets while nodes beat in
-// the registry: each holds the old ones in memory until it stops, so the
-// credentials it signs would not pass the others, nor its own next start.
+// ErrNodesLive refuses to replace the server's secrets (a rotation, a
+// copy-store) while nodes beat in the registry: each holds the old ones in
+// memory until it stops, so the credentials it signs would not pass the
+// others, nor its own next start.
 var ErrNodesLive = errors.New("nodes run on this database")
+
+// noNodeHoldsSecrets refuses (ErrNodesLive, naming them, then what to do
+// once they are stopped) while nodes are live by liveNodes: each holds the
+// secrets it read at its start.
+func noNodeHoldsSecrets(query func(string, ...any) (pgx.Rows, error), then string) error {
+	live, err := liveNodes(query)
+	if err != nil {
+		return err
+	}
+	if len(live) > 0 {
+		return fmt.Errorf("%w (%s): stop every node first, then %s (a node killed a moment ago counts for %d s after its last beat)", ErrNodesLive, strings.Join(live, ", "), then, migrateLiveWithin)
+	}
+	return nil
+}
 
 // RotateSecrets replaces, in one transaction, each of names the database
 // holds with as many fresh random bytes as it has, and re-seals every
@@ -43,16 +58,8 @@ func (s *Store) RotateSecrets(names []string, reseal store.Reseal) (replaced []s
 		if _, err := t.exec("SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
 			return err
 		}
-		rows, err := t.query("SELECT name FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name", migrateLiveWithin)
-		if err != nil {
+		if err := noNodeHoldsSecrets(t.query, "rotate"); err != nil {
 			return err
-		}
-		live, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		if len(live) > 0 {
-			return fmt.Errorf("%w (%s): stop every node first, then rotate (a node killed a moment ago counts for %d s after its last beat)", ErrNodesLive, strings.Join(live, ", "), migrateLiveWithin)
 		}
 		var old, fresh map[string][]byte
 		replaced, old, fresh, err = store.ReplaceSecrets(names, func(name string) ([]byte, bool, error) {
