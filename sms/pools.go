@@ -248,10 +248,11 @@ func poolDefinition(cur store.Pool, in PoolInput) (store.PoolInput, error) {
 		}
 		def.Name = name
 	}
+	// A strategy left out is the pool's, round_robin for a new one; one
+	// given empty is none of the three (a strategy has no empty state).
 	if in.Strategy != nil {
 		def.Strategy = *in.Strategy
-	}
-	if def.Strategy == "" {
+	} else if def.Strategy == "" {
 		def.Strategy = store.PoolRoundRobin
 	}
 	switch def.Strategy {

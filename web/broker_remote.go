@@ -34,7 +34,7 @@ func (b *Broker) RenderLive(m store.Message) (company uint64, body []byte, err e
 // JSON value without line breaks: a broken or hostile body from the bus can
 // neither add frames to a stream nor reach a tab.
 func (b *Broker) Deliver(company uint64, body []byte) error {
-	return b.deliver(company, liveEvent{eventMessage, body}, func() []string {
+	return b.deliver(company, liveEvent{eventMessage, body}, func() []topic {
 		// Only what the topics are of: the rest of the message (its
 		// text, its media) is no use here.
 		var m struct {
@@ -43,9 +43,10 @@ func (b *Broker) Deliver(company uint64, body []byte) error {
 			NumberID string `json:"number_id"`
 		}
 		if json.Unmarshal(body, &m) != nil {
-			return []string{topicAll}
+			return []topic{{kind: topicAll}}
 		}
-		return messageTopics(m.Device, m.Channel, m.NumberID)
+		topics := messageTopics(m.Device, m.Channel, m.NumberID)
+		return topics[:]
 	})
 }
 
@@ -53,19 +54,20 @@ func (b *Broker) Deliver(company uint64, body []byte) error {
 // another) out to the company's tabs on this node, as Deliver does a
 // message's.
 func (b *Broker) DeliverDevice(company uint64, body []byte) error {
-	return b.deliver(company, liveEvent{eventDevice, body}, func() []string {
+	return b.deliver(company, liveEvent{eventDevice, body}, func() []topic {
 		var d liveDevice
 		if json.Unmarshal(body, &d) != nil {
-			return []string{topicAll, topicDevices}
+			return []topic{{kind: topicAll}, {kind: topicDevices}}
 		}
-		return deviceTopics(d.Device)
+		topics := deviceTopics(d.Device)
+		return topics[:]
 	})
 }
 
 // deliver fans ev out; topics reads the topics of its change from its
 // body, as the node that rendered it noted them (a body of no event's
 // shape, which no tab draws, is of the company's changes, as it was).
-func (b *Broker) deliver(company uint64, ev liveEvent, topics func() []string) error {
+func (b *Broker) deliver(company uint64, ev liveEvent, topics func() []topic) error {
 	if company == 0 {
 		return errors.New("live event without a company")
 	}

@@ -124,7 +124,7 @@ func TestBrokerSaysWhatAStreamMissedSinceItsPage(t *testing.T) {
 	b.MessageChanged(store.Message{ID: 2, CompanyID: 4})
 	now = now.Add(changesKept)
 	b.MessageChanged(store.Message{ID: 3, CompanyID: 5}) // sweeps
-	if _, kept := b.changed[topicKey{4, topicAll}]; kept {
+	if _, kept := b.changed[topicKey{4, topic{kind: topicAll}}]; kept {
 		t.Error("a change older than changesKept is still held")
 	}
 	if !b.missed(4, old, all) || !b.missed(6, old, all) {

@@ -155,7 +155,7 @@ type Broker struct {
 	// a restart, or altered opens to no count of this broker's. Guarded by
 	// mu: seq counts the changes told,
 	// changed holds each company's last change of each topic it concerns
-	// (liveTopic: its seq, and when on the monotonic clock), those older
+	// (liveTopics: its seq, and when on the monotonic clock), those older
 	// than changesKept forgotten at most once a changesKept (swept), floor
 	// the highest seq forgotten; mono reads that clock (time.Now; the
 	// tests move it).
@@ -167,10 +167,10 @@ type Broker struct {
 	swept   time.Time
 }
 
-// topicKey is a topic (liveTopic) of a company's changes.
+// topicKey is a topic (liveTopics) of a company's changes.
 type topicKey struct {
 	company uint64
-	topic   string
+	topic   topic
 }
 
 type companyChange struct {
@@ -189,42 +189,70 @@ type companyChange struct {
 // page). A change of the company's messages was a catch-up for every page
 // of the company: the devices page reloaded its badges after a message of
 // any phone.
+//
+// The broker holds a topic as its kind and its id (the fingerprint or the
+// number's id), never as the string a page names: every send and every
+// report notes the topics of its message, and building "sms:<fingerprint>"
+// for each cost an allocation where most companies have no tab to read it.
+type topic struct {
+	kind topicKind
+	id   string // the fingerprint or the number's id; "" for topicAll and topicDevices
+}
+
+type topicKind uint8
+
 const (
-	topicAll     = ""
-	topicDevices = "devices"
+	topicAll     topicKind = iota // ""
+	topicDevices                  // "devices"
+	topicDevice                   // "device:<fingerprint>"
+	topicSMS                      // "sms:<fingerprint>"
+	topicNumber                   // "number:<id>"
 )
 
 // messageTopics are the topics of a change of a message of device
 // (fingerprint) on channel, through number (a WhatsApp number's or an
 // iMessage handle's id) for the two that are not SMS.
-func messageTopics(device, channel, number string) []string {
+func messageTopics(device, channel, number string) [2]topic {
 	if channel == "" || channel == "sms" {
-		return []string{topicAll, "sms:" + device}
+		return [2]topic{{kind: topicAll}, {topicSMS, device}}
 	}
-	return []string{topicAll, "number:" + number}
+	return [2]topic{{kind: topicAll}, {topicNumber, number}}
 }
 
 // deviceTopics are the topics of a change of the device's link.
-func deviceTopics(fingerprint string) []string {
-	return []string{topicAll, topicDevices, "device:" + fingerprint}
+func deviceTopics(fingerprint string) [3]topic {
+	return [3]topic{{kind: topicAll}, {kind: topicDevices}, {topicDevice, fingerprint}}
 }
 
 // liveTopics are the topics a stream named (of: space-separated), each of
-// a form liveTopic knows; none named, or any other (a page of an older
-// script, a malformed one, too many), is every change of the company: a
-// reload too many, never a change missed.
-func liveTopics(of string) []string {
-	topics := strings.Fields(of)
-	if len(topics) == 0 || len(topics) > maxLiveTopics {
-		return []string{topicAll}
+// a form it knows; none named, or any other (a page of an older script, a
+// malformed one, too many), is every change of the company: a reload too
+// many, never a change missed.
+func liveTopics(of string) []topic {
+	all := []topic{{kind: topicAll}}
+	names := strings.Fields(of)
+	if len(names) == 0 || len(names) > maxLiveTopics {
+		return all
 	}
-	for _, t := range topics {
-		kind, id, ok := strings.Cut(t, ":")
-		if t == topicDevices {
+	topics := make([]topic, 0, len(names))
+	for _, t := range names {
+		if t == "devices" {
+			topics = append(topics, topic{kind: topicDevices})
 			continue
 		}
-		if !ok || id == "" || (kind != "device" && kind != "sms" && kind != "number") {
-			return []string{topicAll}
+		kind, id, ok := strings.Cut(t, ":")
+		if !ok || id == "" {
+			return all
+		}
+		switch kind {
+		case "device":
+			topics = append(topics, topic{topicDevice, id})
+		case "sms":
+			topics = append(topics, topic{topicSMS, id})
+		case "number":
+			topics = append(topics, topic{topicNumber, id})
+		default:
+			return all
 		}
 	}
 	return topics
@@ -319,7 +347,7 @@ func newSeal() cipher.Block {
 // links, of topics; the caller holds mu. It comes before the change is
 // offered to the streams, so a stream subscribed too late to get it sees
 // it in missed.
-func (b *Broker) note(company uint64, topics []string) {
+func (b *Broker) note(company uint64, topics []topic) {
 	b.seq++
 	now := b.mono()
 	for _, t := range topics {
@@ -344,7 +372,7 @@ func (b *Broker) note(company uint64, topics []string) {
 // (another node's, one from before a restart, one older than what it
 // remembers, a malformed one); false for none at all (a page that passed
 // none).
-func (b *Broker) missed(company uint64, mark string, topics []string) bool {
+func (b *Broker) missed(company uint64, mark string, topics []topic) bool {
 	if mark == "" {
 		return false
 	}
@@ -447,7 +475,8 @@ func (b *Broker) MessageChanged(m store.Message) {
 	// companies have no console tab open: render only for a tab that can
 	// take it. A tab whose stream opens after this learns it missed a
 	// change (missed), and reloads what it shows.
-	if !b.told(m.CompanyID, messageTopics(m.Device, m.Channel, m.NumberRef)) {
+	topics := messageTopics(m.Device, m.Channel, m.NumberRef)
+	if !b.told(m.CompanyID, topics[:]) {
 		return
 	}
 	body, err := json.Marshal(liveOut(m, b.now()))
@@ -475,7 +504,8 @@ func RenderDevice(fingerprint string, online bool) []byte {
 // went (its badge: online or not now). It never blocks. A page drawn
 // before it and streaming after catches up (missed), as for a message.
 func (b *Broker) DeviceChanged(company uint64, fingerprint string, online bool) {
-	if !b.told(company, deviceTopics(fingerprint)) {
+	topics := deviceTopics(fingerprint)
+	if !b.told(company, topics[:]) {
 		return
 	}
 	b.publish(company, liveEvent{eventDevice, RenderDevice(fingerprint, online)})
@@ -484,7 +514,7 @@ func (b *Broker) DeviceChanged(company uint64, fingerprint string, online bool) 
 // told notes a change of the company's messages or of its devices' links,
 // of topics (note), and says whether any tab of the company has a stream
 // open.
-func (b *Broker) told(company uint64, topics []string) bool {
+func (b *Broker) told(company uint64, topics []topic) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.note(company, topics)
