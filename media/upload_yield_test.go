@@ -41,19 +41,23 @@ func TestTenSlowCompaniesYieldAPlaceToAnother(t *testing.T) {
 	}
 	counts[companies] = 1
 	s, devs := companiesService(t, Config{ChunkTimeout: chunkTimeout, UploadChunkTimeout: chunkTimeout}, counts...)
-	srv, entered := uploadServer(t, s, devs)
+	srv, answered := uploadServer(t, s, devs)
 	answers := make(chan slowAnswer, companies*each)
 	// One company after the other, as the places fill for the old rule:
 	// the first two take the 8 shared places, the next eight one kept
 	// place each, and their other uploads wait. Each company's uploads are
-	// waited for until they reached the service, not until they are all
-	// under way at once: a waiting one may already have taken another's
-	// place, or lost its own to a later waiter, or waited its time out.
+	// waited for until each is under way or answered, not until all four
+	// are under way at once: a waiting one may already have lost its place
+	// to a later waiter. Out of this order the places may rest at 15: the
+	// last one kept for a company holding none, and every company holding
+	// one.
 	for c := range companies {
 		for d := range each {
 			slowSend(t, srv, c, d, 32<<10, chunkTimeout/16, answers)
 		}
-		poll.Until(t, fmt.Sprintf("company %d's uploads reached the service", c), func() bool { return entered(c) == each })
+		poll.Until(t, fmt.Sprintf("company %d's uploads under way or answered", c), func() bool {
+			return underWay(s, devs[c][0].CompanyID)+answered(c) == each
+		})
 	}
 	poll.Until(t, "every arriving place held by the slow companies", func() bool { return arrivingPlaces(s) == DefaultSpools })
 
@@ -117,6 +121,14 @@ func TestTheSlowestOfSixteenYieldsToASeventeenthCompany(t *testing.T) {
 	}
 }
 
+// underWay is the number of the company's uploads under way, arriving
+// or waiting for a place.
+func underWay(s *Service, companyID uint64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active[companyID]
+}
+
 // arrivingPlaces is the number of the server's arriving places held.
 func arrivingPlaces(s *Service) int {
 	s.mu.Lock()
@@ -127,17 +139,17 @@ func arrivingPlaces(s *Service) int {
 // uploadServer serves uploads over loopback as the upload route does:
 // ?c= and &d= name the company's and the device's place in devs, key the
 // upload's key; a stored upload answers 201 and its size, a refusal its
-// status, Retry-After and message, and closes the connection. entered is
-// how many uploads of company c (its place in devs) reached Put so far.
-func uploadServer(t *testing.T, s *Service, devs [][]store.Device) (srv *httptest.Server, entered func(c int) int) {
+// status, Retry-After and message, and closes the connection. answered is
+// how many uploads of company c (its place in devs) Put has answered.
+func uploadServer(t *testing.T, s *Service, devs [][]store.Device) (srv *httptest.Server, answered func(c int) int) {
 	count := make([]atomic.Int32, len(devs))
 	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var c, d int
 		fmt.Sscan(r.URL.Query().Get("c"), &c)
 		fmt.Sscan(r.URL.Query().Get("d"), &d)
-		count[c].Add(1)
 		m, _, err := s.Put(r.Context(), devs[c][d], Upload{Key: r.URL.Query().Get("key"), ContentType: "video/mp4", Length: r.ContentLength,
 			Body: r.Body, ReadDeadline: http.NewResponseController(w).SetReadDeadline})
+		count[c].Add(1)
 		if err != nil {
 			w.Header().Set("Connection", "close") // as the upload route: the rest of the body is not read
 			if pe, ok := problem.As(err); ok {
