@@ -63,6 +63,10 @@ func TestBrowserLivePagesCatchUpOnlyWhatTheyShow(t *testing.T) {
 			w.linkTwo = func() { e.runPhone(two, phoneHello, false) }
 			_, w.stopAgent = e.runPhoneUntil(agentReg(t, e, e.pairingCode(w.key), "agent-1"), agentHello("+15550100001"), false)
 			w.wa = e.numberID(1, channel.WhatsApp, "+15550100001")
+			// The links' starts reach the tabs before the page is drawn:
+			// told after, they are a change the page shows, rightly caught
+			// up (the number page reloaded for agent-1's start).
+			poll.Until(t, "the links' starts told", func() bool { return e.told.of("fp-1") > 0 && e.told.of("agent-1") > 0 })
 			path, reload := strings.ReplaceAll(pg.path, "{wa}", w.wa), strings.ReplaceAll(pg.reload, "{wa}", w.wa)
 			ctx := chrome(t)
 			signInUI(t, ctx, e.url, "ada@acme.test", "Correct1horse")
