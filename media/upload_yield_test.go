@@ -61,16 +61,7 @@ func TestTenSlowCompaniesYieldAPlaceToAnother(t *testing.T) {
 	}
 	poll.Until(t, "every arriving place held by the slow companies", func() bool { return arrivingPlaces(s) == DefaultSpools })
 
-	res, err := http.Post(srv.URL+fmt.Sprintf("/?c=%d&d=0&key=quick", companies), "text/plain", strings.NewReader("hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusCreated || string(body) != "5" {
-		t.Fatalf("an upload of another company while %d companies hold every arriving place: %d %q, want 201 and its 5 bytes stored",
-			companies, res.StatusCode, body)
-	}
+	quickUpload(t, srv, companies, fmt.Sprintf("an upload of another company while %d companies hold every arriving place", companies))
 	a := yieldedAnswer(t, answers, chunkTimeout)
 	if a.retryAfter != strconv.Itoa(busyRetrySeconds) {
 		t.Fatalf("the upload that yielded its place: Retry-After %q, want %d", a.retryAfter, busyRetrySeconds)
@@ -106,16 +97,7 @@ func TestTheSlowestOfSixteenYieldsToASeventeenthCompany(t *testing.T) {
 	// a company holding none.
 	<-time.After(chunkTimeout / 2)
 
-	res, err := http.Post(srv.URL+fmt.Sprintf("/?c=%d&d=0&key=quick", companies), "text/plain", strings.NewReader("hello"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusCreated || string(body) != "5" {
-		t.Fatalf("an upload of a seventeenth company while sixteen hold one arriving place each: %d %q, want 201 and its 5 bytes stored",
-			res.StatusCode, body)
-	}
+	quickUpload(t, srv, companies, "an upload of a seventeenth company while sixteen hold one arriving place each")
 	if a := yieldedAnswer(t, answers, chunkTimeout); a.company != slowest {
 		t.Fatalf("the upload that yielded its place: company %d's, want the slowest, company %d's", a.company, slowest)
 	}
@@ -226,6 +208,22 @@ func slowSend(t *testing.T, srv *httptest.Server, c, d, part int, tick time.Dura
 // yieldedAnswer waits for the answer of the slow upload that yielded its
 // place (429 rate_limited naming it); the others' answers are 429 for
 // want of a place, or none while they go on.
+// quickUpload posts five bytes for company c's first device, an upload
+// that takes no time once it has a place, and fails the test unless it is
+// stored (201, its 5 bytes); what names the upload in the failure.
+func quickUpload(t *testing.T, srv *httptest.Server, c int, what string) {
+	t.Helper()
+	res, err := http.Post(srv.URL+fmt.Sprintf("/?c=%d&d=0&key=quick", c), "text/plain", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated || string(body) != "5" {
+		t.Fatalf("%s: %d %q, want 201 and its 5 bytes stored", what, res.StatusCode, body)
+	}
+}
+
 func yieldedAnswer(t *testing.T, answers <-chan slowAnswer, chunkTimeout time.Duration) slowAnswer {
 	t.Helper()
 	deadline := time.After(poll.Timeout + chunkTimeout)
