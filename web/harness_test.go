@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -295,6 +296,17 @@ func tokenOf(t *testing.T, p page) string {
 		t.Fatalf("no csrf field in the page (status %d)", p.status)
 	}
 	return m[1]
+}
+
+// noticeOf reads the notice of a form's JSON answer, failing the test
+// unless the answer is 200 with one.
+func noticeOf(t *testing.T, p page) string {
+	t.Helper()
+	var out struct{ Notice string }
+	if p.status != http.StatusOK || json.Unmarshal([]byte(p.body), &out) != nil {
+		t.Fatalf("%d %s", p.status, p.body)
+	}
+	return out.Notice
 }
 
 // post sends a form as the page's JavaScript does (JSON answer), with the

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -22,19 +21,11 @@ func TestOptOutNoticesIsolateTheEntry(t *testing.T) {
 	if _, _, err := e.store.AddOptOut(1, sender, time.Now()); err != nil { // as a STOP from that sender adds it
 		t.Fatal(err)
 	}
-	notice := func(p page) string {
-		t.Helper()
-		var out struct{ Notice string }
-		if p.status != http.StatusOK || json.Unmarshal([]byte(p.body), &out) != nil {
-			t.Fatalf("%d %s", p.status, p.body)
-		}
-		return out.Notice
-	}
-	if got, want := notice(ada.post("/console/opt-outs/remove", url.Values{"phone": {sender}})), "\u2068"+sender+"\u2069 is off the list."; got != want {
+	if got, want := noticeOf(t, ada.post("/console/opt-outs/remove", url.Values{"phone": {sender}})), "\u2068"+sender+"\u2069 is off the list."; got != want {
 		t.Errorf("remove notice %q, want %q", got, want)
 	}
 	// A number needs no isolate, and gets none.
-	if got, want := notice(ada.post("/console/opt-outs", url.Values{"phone": {"+14155550100"}})), "+1 415-555-0100 is on the list: sends to it are refused."; got != want {
+	if got, want := noticeOf(t, ada.post("/console/opt-outs", url.Values{"phone": {"+14155550100"}})), "+1 415-555-0100 is on the list: sends to it are refused."; got != want {
 		t.Errorf("add notice %q, want %q", got, want)
 	}
 }
@@ -47,20 +38,12 @@ func TestOptOutNoticesWriteTheNumberAsTheListDoes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ada := e.acmeWithPhone()
-	notice := func(p page) string {
-		t.Helper()
-		var out struct{ Notice string }
-		if p.status != http.StatusOK || json.Unmarshal([]byte(p.body), &out) != nil {
-			t.Fatalf("%d %s", p.status, p.body)
-		}
-		return out.Notice
-	}
 	for _, c := range []struct{ path, typed, want string }{
 		{"/console/opt-outs", "+447400123456", "+44 7400 123456 is on the list: sends to it are refused."},
 		{"/console/opt-outs", "+44 (7400) 123-456", "+44 7400 123456 was on the list already."},
 		{"/console/opt-outs/remove", "+447400123456", "+44 7400 123456 is off the list."},
 	} {
-		if got := notice(ada.post(c.path, url.Values{"phone": {c.typed}})); got != c.want {
+		if got := noticeOf(t, ada.post(c.path, url.Values{"phone": {c.typed}})); got != c.want {
 			t.Errorf("%s %q: notice %q, want %q", c.path, c.typed, got, c.want)
 		}
 	}
