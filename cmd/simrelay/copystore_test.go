@@ -42,6 +42,17 @@ func pgCompanies(t *testing.T, url string) int {
 	return len(ids)
 }
 
+// openPG opens the database at url for the test, closed when it ends.
+func openPG(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	pg, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	return pg
+}
+
 // A store started by admin create-company and given a plan is copied: the
 // counts of both sides are printed and agree, and the company signs in on
 // PostgreSQL with the same id. A second copy into that database is refused,
@@ -195,11 +206,7 @@ func sameAnswers(t *testing.T, dir, url string) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	pg, err := postgres.Open(context.Background(), url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
+	pg := openPG(t, url)
 	same := func(what string, read func(s copyReader) (any, error)) {
 		t.Helper()
 		want, werr := read(b)
@@ -301,11 +308,7 @@ func copyFixture(t *testing.T) (dir, url string) {
 func TestCopyStoreRefusesALiveNode(t *testing.T) {
 	t.Parallel()
 	dir, url := copyFixture(t)
-	pg, err := postgres.Open(context.Background(), url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
+	pg := openPG(t, url)
 	if err := pg.RegisterNode(postgres.Node{Name: "web1", Bus: true, Instance: "a"}, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -339,11 +342,7 @@ func TestCopyStoreRefusesALiveNode(t *testing.T) {
 func TestCopyStoreOverAStoppedClusterNode(t *testing.T) {
 	t.Parallel()
 	dir, url := copyFixture(t)
-	pg, err := postgres.Open(context.Background(), url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Close()
+	pg := openPG(t, url)
 	for name, size := range map[string]int{"api-key-seal": 32, "bus-cluster-id": 8, "settings-digest": 32} {
 		if _, err := pg.Secret(name, size); err != nil {
 			t.Fatal(err)
