@@ -205,15 +205,33 @@ func stallWriter(t *testing.T, r *rig, fingerprint string) {
 	eventually(t, "the writer took the large frame", func() bool { q, _ := queuedBytes(r.hub, fingerprint); return q == 0 })
 }
 
-func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
-	t.Parallel()
+// slowReaderRig serves a hub whose links queue 8 frames, flood limits
+// aside, over socket buffers a large frame overflows (tinySendBuffer,
+// tinyReceiveBuffer), and links the phone "slow" to it, its hello sent.
+func slowReaderRig(t *testing.T) (*rig, *websocket.Conn) {
+	t.Helper()
 	r := newRigServed(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6, SendBuffer: tinySendBuffer}, time.Now, storetest.Options{}, nil)
 	slow, _, err := r.dial(r.pair("slow"), tinyReceiveBuffer())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer slow.CloseNow()
+	t.Cleanup(func() { slow.CloseNow() })
 	writeFrame(t, slow, proto.Hello{Protocol: 1})
+	return r, slow
+}
+
+// overflowQueue pushes settings to the device, its writer stalled
+// (stallWriter), until its queue overflows and the hub ends its link, a
+// thousand pushes at most.
+func overflowQueue(r *rig, fingerprint string, id uint64) {
+	for i := 0; i < 1000 && r.hub.Online(fingerprint, id); i++ {
+		r.hub.Configure(fingerprint, id, proto.Config{SelectedSIM: "SIM1", DeviceName: fingerprint, Status: "active"})
+	}
+}
+
+func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
+	t.Parallel()
+	r, slow := slowReaderRig(t)
 	fast := r.connect(r.pair("fast"))
 	eventually(t, "both online", func() bool { return r.hub.Online("slow", r.id("slow")) && r.hub.Online("fast", r.id("fast")) })
 
@@ -229,9 +247,7 @@ func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 		t.Fatalf("got %#v on the fast phone, want its config push", f)
 	}
 	id := r.id("slow")
-	for i := 0; i < 1000 && r.hub.Online("slow", id); i++ {
-		r.hub.Configure("slow", id, proto.Config{SelectedSIM: "SIM1", DeviceName: "slow", Status: "active"})
-	}
+	overflowQueue(r, "slow", id)
 	eventually(t, "the slow phone closed", func() bool { return !r.hub.Online("slow", id) })
 	// The close frame waits behind the stuck write, and the server waits
 	// 5 s for it to go out before it ends the link without it (PROTOCOL.md
@@ -249,19 +265,11 @@ func TestSlowReaderIsClosedOthersFlow(t *testing.T) {
 // connection's end, an abnormal closure (PROTOCOL.md section 6).
 func TestSlowReaderReadingTooLateSeesNoCloseFrame(t *testing.T) {
 	t.Parallel()
-	r := newRigServed(t, Config{QueueLen: 8, FrameRate: 1e6, FrameBurst: 1e6, SendBuffer: tinySendBuffer}, time.Now, storetest.Options{}, nil)
-	slow, _, err := r.dial(r.pair("slow"), tinyReceiveBuffer())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer slow.CloseNow()
-	writeFrame(t, slow, proto.Hello{Protocol: 1})
+	r, slow := slowReaderRig(t)
 	id := r.id("slow")
 	eventually(t, "online", func() bool { return r.hub.Online("slow", id) })
 	stallWriter(t, r, "slow")
-	for i := 0; i < 1000 && r.hub.Online("slow", id); i++ {
-		r.hub.Configure("slow", id, proto.Config{SelectedSIM: "SIM1", DeviceName: "slow", Status: "active"})
-	}
+	overflowQueue(r, "slow", id)
 	r.serverClosed("slow", proto.CloseTooSlow)
 	// The link is gone once the server gave up its close frame: the link's
 	// reader ends with the connection.
