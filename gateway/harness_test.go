@@ -183,7 +183,20 @@ func (r *rig) dial(token string, hc *http.Client) (*websocket.Conn, *http.Respon
 // connect dials, says hello and reads the welcome.
 func (r *rig) connect(token string) *websocket.Conn {
 	r.t.Helper()
-	ws, _, err := r.dial(token, nil)
+	return r.connectHearingPings(token, nil)
+}
+
+// connectHearingPings is connect for a phone that calls onPing on each
+// ping the server sends, and answers it with a pong unless onPing says
+// false (nil: it answers every ping).
+func (r *rig) connectHearingPings(token string, onPing func(context.Context, []byte) bool) *websocket.Conn {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ws, _, err := websocket.Dial(ctx, r.url, &websocket.DialOptions{
+		HTTPHeader:     http.Header{"Authorization": {"Bearer " + token}},
+		OnPingReceived: onPing,
+	})
+	cancel()
 	if err != nil {
 		r.t.Fatal(err)
 	}

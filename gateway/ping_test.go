@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -27,25 +26,12 @@ func TestPingsRepeatPerLinkAndStopWithIt(t *testing.T) {
 	var links []*websocket.Conn
 	for i := range 3 {
 		fp := fmt.Sprintf("pixel-%d", i)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ws, _, err := websocket.Dial(ctx, r.url, &websocket.DialOptions{
-			HTTPHeader: http.Header{"Authorization": {"Bearer " + r.pair(fp)}},
-			OnPingReceived: func(context.Context, []byte) bool {
-				mu.Lock()
-				pings[fp] = append(pings[fp], time.Now())
-				mu.Unlock()
-				return true
-			},
+		ws := r.connectHearingPings(r.pair(fp), func(context.Context, []byte) bool {
+			mu.Lock()
+			pings[fp] = append(pings[fp], time.Now())
+			mu.Unlock()
+			return true
 		})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ws.CloseNow()
-		writeFrame(t, ws, proto.Hello{Protocol: 1})
-		if _, ok := readFrame(t, ws).(*proto.Welcome); !ok {
-			t.Fatal("no welcome")
-		}
 		go func() { // read, so that pings are answered
 			for {
 				if _, _, err := ws.Read(context.Background()); err != nil {
@@ -114,25 +100,12 @@ func TestIdleReadersWaitOutsideTheLibrary(t *testing.T) {
 	var links []*websocket.Conn
 	for i := range phones {
 		fp := fmt.Sprintf("idle-reader-%d", i)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ws, _, err := websocket.Dial(ctx, r.url, &websocket.DialOptions{
-			HTTPHeader: http.Header{"Authorization": {"Bearer " + r.pair(fp)}},
-			OnPingReceived: func(context.Context, []byte) bool {
-				mu.Lock()
-				pings[fp]++
-				mu.Unlock()
-				return true
-			},
+		ws := r.connectHearingPings(r.pair(fp), func(context.Context, []byte) bool {
+			mu.Lock()
+			pings[fp]++
+			mu.Unlock()
+			return true
 		})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ws.CloseNow()
-		writeFrame(t, ws, proto.Hello{Protocol: 1})
-		if _, ok := readFrame(t, ws).(*proto.Welcome); !ok {
-			t.Fatal("no welcome")
-		}
 		links = append(links, ws)
 	}
 	frames := make(chan proto.Frame, phones)

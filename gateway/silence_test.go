@@ -3,14 +3,10 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
-	proto "github.com/simrelay/simrelay/android-protocol"
 	"github.com/simrelay/simrelay/internal/poll"
 )
 
@@ -43,28 +39,15 @@ func TestSilentPhoneDroppedTwoIntervalsAfterItWasLastHeard(t *testing.T) {
 		fp := fmt.Sprintf("quiet-%d", i)
 		var mu sync.Mutex
 		var answered time.Time
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ws, _, err := websocket.Dial(ctx, r.url, &websocket.DialOptions{
-			HTTPHeader: http.Header{"Authorization": {"Bearer " + r.pair(fp)}},
-			OnPingReceived: func(context.Context, []byte) bool {
-				mu.Lock()
-				defer mu.Unlock()
-				if !answered.IsZero() {
-					return false // silent from the first pong on
-				}
-				answered = time.Now() // before the pong is written: no later than the server hears it
-				return true
-			},
+		ws := r.connectHearingPings(r.pair(fp), func(context.Context, []byte) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if !answered.IsZero() {
+				return false // silent from the first pong on
+			}
+			answered = time.Now() // before the pong is written: no later than the server hears it
+			return true
 		})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ws.CloseNow()
-		writeFrame(t, ws, proto.Hello{Protocol: 1})
-		if _, ok := readFrame(t, ws).(*proto.Welcome); !ok {
-			t.Fatal("no welcome")
-		}
 		go func() { // reads, so that pings are seen, until the server drops the link
 			for {
 				if _, _, err := ws.Read(context.Background()); err != nil {
