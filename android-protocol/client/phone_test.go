@@ -270,10 +270,8 @@ func TestResendKeepsItsWindow(t *testing.T) {
 	for i := range outbox {
 		p.Report(fmt.Sprint("job-", i), proto.StatusSent, "")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(ran) }()
-	t.Cleanup(func() { cancel(); close(answer); <-ran })
+	runPhone(t, p)
+	t.Cleanup(func() { close(answer) }) // runs before the phone is stopped: cleanups run in reverse order
 	next := func(what string) *proto.Status {
 		t.Helper()
 		select {
@@ -345,10 +343,7 @@ func TestResentReportsArePaced(t *testing.T) {
 	for i := range outbox {
 		p.Report(fmt.Sprint("job-", i), proto.StatusSent, "")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(ran) }()
-	t.Cleanup(func() { cancel(); <-ran })
+	runPhone(t, p)
 	for range outbox {
 		select {
 		case a := <-arrivals:
@@ -357,6 +352,29 @@ func TestResentReportsArePaced(t *testing.T) {
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the outbox of %d was not resent within 10 s", outbox)
+		}
+	}
+}
+
+// runPhone runs p until the test ends, and waits for it to stop then.
+func runPhone(t *testing.T, p *Phone) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(ran) }()
+	t.Cleanup(func() { cancel(); <-ran })
+}
+
+// forwardAcks is a server's side of a link once welcomed: it sends acks
+// the id of each ack the phone sends, until the link ends.
+func forwardAcks(ctx context.Context, ws *websocket.Conn, acks chan<- string) {
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		if a, ok := decoded(data).(*proto.Ack); ok {
+			acks <- a.ID
 		}
 	}
 }
@@ -464,10 +482,7 @@ func pendingAfterConfig(t *testing.T, srv *httptest.Server, statuses ...string) 
 	for _, st := range statuses {
 		p.Report("job-1", st, "")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(ran) }()
-	t.Cleanup(func() { cancel(); <-ran })
+	runPhone(t, p)
 	select {
 	case <-configured:
 	case <-time.After(5 * time.Second):
@@ -491,23 +506,12 @@ func TestSendWithoutAJobIDIsIgnored(t *testing.T) {
 				return
 			}
 		}
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			if a, ok := decoded(data).(*proto.Ack); ok {
-				acks <- a.ID
-			}
-		}
+		forwardAcks(ctx, ws, acks)
 	})
 	jobs := make(chan string, 8)
 	p := New(Config{WSURL: "ws" + strings.TrimPrefix(srv.URL, "http"), Token: "dt_x",
 		OnJob: func(s proto.Send) { jobs <- s.ID }})
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(ran) }()
-	t.Cleanup(func() { cancel(); <-ran })
+	runPhone(t, p)
 	for _, ch := range []struct {
 		what string
 		c    chan string
@@ -551,15 +555,7 @@ func TestFramesBeforeWelcomeAreTaken(t *testing.T) {
 				return
 			}
 		}
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			if a, ok := decoded(data).(*proto.Ack); ok {
-				acks <- a.ID
-			}
-		}
+		forwardAcks(ctx, ws, acks)
 	}))
 	t.Cleanup(srv.Close)
 	up := make(chan struct{}, 4)
@@ -571,10 +567,7 @@ func TestFramesBeforeWelcomeAreTaken(t *testing.T) {
 			}
 		},
 		OnConfig: func(c proto.Config) { configs <- c.SelectedSIM }})
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(ran) }()
-	t.Cleanup(func() { cancel(); <-ran })
+	runPhone(t, p)
 	for _, w := range []struct {
 		what string
 		ok   func() bool
