@@ -164,20 +164,12 @@ func (t *inventoryTransport) Inventory(context.Context) (Inventory, error) { ret
 // answerJobs is a hub's side of a link once welcomed: it tells acked of
 // each ack and answers each status, until the link ends.
 func answerJobs(ctx context.Context, ws *websocket.Conn, acked chan<- struct{}) {
-	for {
-		_, data, err := ws.Read(ctx)
-		if err != nil {
-			return
-		}
-		f, err := proto.Decode(data)
-		if err != nil {
-			continue
-		}
+	readFrames(ctx, ws, func(_ []byte, f proto.Frame) {
 		switch f := f.(type) {
 		case *proto.Ack:
 			acked <- struct{}{}
 		case *proto.Status:
 			write(ctx, ws, proto.StatusAck{ID: f.ID, Status: f.Status})
 		}
-	}
+	})
 }

@@ -118,22 +118,31 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	frames := make(chan proto.Frame, 64)
 	go func() {
 		defer close(frames)
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			f, err := proto.Decode(data)
-			if err != nil {
-				continue
-			}
+		readFrames(ctx, ws, func(data []byte, f proto.Frame) {
 			h.mu.Lock()
 			h.frames = append(h.frames, string(data))
 			h.mu.Unlock()
 			frames <- f
-		}
+		})
 	}()
 	h.script(link, ws, frames)
+}
+
+// readFrames is a hub's reader of a link: it hands each frame the agent
+// sends to each, as sent and decoded (one that does not decode is passed
+// over), until the link ends.
+func readFrames(ctx context.Context, ws *websocket.Conn, each func(data []byte, f proto.Frame)) {
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return
+		}
+		f, err := proto.Decode(data)
+		if err != nil {
+			continue
+		}
+		each(data, f)
+	}
 }
 
 func (h *fakeHub) seen(sub string) int {
