@@ -62,12 +62,22 @@ func TestInboundGoneOnTheStoresWord(t *testing.T) {
 			t.Fatalf("got %v, want error not_found (the device is gone)", err)
 		}
 	}
+	acme := func(t *testing.T) (store.Backend, store.Company, store.Device) {
+		t.Helper()
+		st := storetest.Open(t)
+		c := storetest.Company(t, st, "Acme", "a@acme.test")
+		return st, c, activeDevice(t, st, c.ID)
+	}
+	noneStored := func(t *testing.T, st store.Backend, companyID uint64, what string) {
+		t.Helper()
+		if got, err := st.InboundList(store.InboundQuery{CompanyID: companyID, Limit: 10}); err != nil || len(got) != 0 {
+			t.Fatalf("inbound stored for %s: %+v (%v), want none", what, got, err)
+		}
+	}
 
 	t.Run("RowMissing", func(t *testing.T) {
 		t.Parallel()
-		st := storetest.Open(t)
-		c := storetest.Company(t, st, "Acme", "a@acme.test")
-		dev := activeDevice(t, st, c.ID)
+		st, _, dev := acme(t)
 		svc := sms.New(sms.Config{}, rowMissing{st}, slog.New(slog.DiscardHandler), time.Now)
 		_, err := svc.Inbound(context.Background(), dev, in)
 		if _, ok := problem.As(err); ok || !errors.Is(err, store.ErrNotFound) {
@@ -77,18 +87,14 @@ func TestInboundGoneOnTheStoresWord(t *testing.T) {
 
 	t.Run("Closing", func(t *testing.T) {
 		t.Parallel()
-		st := storetest.Open(t)
-		c := storetest.Company(t, st, "Acme", "a@acme.test")
-		dev := activeDevice(t, st, c.ID)
+		st, c, dev := acme(t)
 		svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), time.Now)
 		if _, err := st.MarkCompanyClosing(c.ID, time.Now(), func(store.Company, store.Subscription, bool) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		_, err := svc.Inbound(context.Background(), dev, in)
 		gone(t, err)
-		if got, err := st.InboundList(store.InboundQuery{CompanyID: c.ID, Limit: 10}); err != nil || len(got) != 0 {
-			t.Fatalf("inbound stored for a company closing: %+v (%v), want none", got, err)
-		}
+		noneStored(t, st, c.ID, "a company closing")
 	})
 
 	// The write itself refuses a company closing: a mark between the
@@ -96,25 +102,19 @@ func TestInboundGoneOnTheStoresWord(t *testing.T) {
 	// acknowledged, and the removal took it after.
 	t.Run("ClosingAfterTheRead", func(t *testing.T) {
 		t.Parallel()
-		st := storetest.Open(t)
-		c := storetest.Company(t, st, "Acme", "a@acme.test")
-		dev := activeDevice(t, st, c.ID)
+		st, c, dev := acme(t)
 		svc := sms.New(sms.Config{}, markedAfterRead{st}, slog.New(slog.DiscardHandler), time.Now)
 		_, err := svc.Inbound(context.Background(), dev, in)
 		gone(t, err)
 		if co, err := st.Company(c.ID); err != nil || co.ClosingAt.IsZero() {
 			t.Fatalf("the company after the inbound: %+v (%v), want it closing", co, err)
 		}
-		if got, err := st.InboundList(store.InboundQuery{CompanyID: c.ID, Limit: 10}); err != nil || len(got) != 0 {
-			t.Fatalf("inbound stored for a company marked closing after its read: %+v (%v), want none", got, err)
-		}
+		noneStored(t, st, c.ID, "a company marked closing after its read")
 	})
 
 	t.Run("DeviceDeleted", func(t *testing.T) {
 		t.Parallel()
-		st := storetest.Open(t)
-		c := storetest.Company(t, st, "Acme", "a@acme.test")
-		dev := activeDevice(t, st, c.ID)
+		st, c, dev := acme(t)
 		svc := sms.New(sms.Config{}, st, slog.New(slog.DiscardHandler), time.Now)
 		if _, err := st.DeleteDevice(c.ID, dev.Fingerprint, time.Now()); err != nil {
 			t.Fatal(err)
