@@ -161,6 +161,14 @@ type inventoryTransport struct {
 
 func (t *inventoryTransport) Inventory(context.Context) (Inventory, error) { return t.inv, nil }
 
+// welcomeWithJob is a hub's side of a link after the hello: a welcome
+// naming pingSecs as its ping interval, then job, then answerJobs.
+func welcomeWithJob(ctx context.Context, ws *websocket.Conn, pingSecs int, job proto.Send, acked chan<- struct{}) {
+	write(ctx, ws, proto.Welcome{DeviceFingerprint: "fp", ServerTime: stamp(time.Now()), PingIntervalSeconds: pingSecs, MaxInflight: 16, SelectedSIM: "BOTH"})
+	write(ctx, ws, job)
+	answerJobs(ctx, ws, acked)
+}
+
 // answerJobs is a hub's side of a link once welcomed: it tells acked of
 // each ack and answers each status, until the link ends.
 func answerJobs(ctx context.Context, ws *websocket.Conn, acked chan<- struct{}) {

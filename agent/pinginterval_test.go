@@ -29,9 +29,7 @@ func TestHugePingIntervalKeepsTheLink(t *testing.T) {
 			job := proto.Send{ID: id, Channel: "sms", To: "+15551234567", Message: "hi", SIMSlot: "SIM1", ExpiresAt: stamp(time.Now().Add(time.Hour))}
 			acked := make(chan struct{}, 8)
 			h := &helloHub{answer: func(ctx context.Context, ws *websocket.Conn) {
-				write(ctx, ws, proto.Welcome{DeviceFingerprint: "fp", ServerTime: stamp(time.Now()), PingIntervalSeconds: secs, MaxInflight: 16, SelectedSIM: "BOTH"})
-				write(ctx, ws, job)
-				answerJobs(ctx, ws, acked)
+				welcomeWithJob(ctx, ws, secs, job, acked)
 			}}
 			tr := &memTransport{inbox: make(chan Received)}
 			runAgentAt(t, h, tr)

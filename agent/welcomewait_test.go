@@ -26,9 +26,7 @@ func TestLateWelcomeWithinTheServersBoundIsWaitedFor(t *testing.T) {
 		case <-ctx.Done():
 			return
 		}
-		write(ctx, ws, proto.Welcome{DeviceFingerprint: "fp", ServerTime: stamp(time.Now()), PingIntervalSeconds: 45, MaxInflight: 16, SelectedSIM: "BOTH"})
-		write(ctx, ws, job)
-		answerJobs(ctx, ws, acked)
+		welcomeWithJob(ctx, ws, 45, job, acked)
 	}}
 	tr := &memTransport{inbox: make(chan Received)}
 	runAgentAt(t, h, tr)
